@@ -1,0 +1,168 @@
+package rocev2
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Header sizes of the encapsulation below the BTH.
+const (
+	EthernetHeaderLen = 14
+	VLANTagLen        = 4
+	IPv4HeaderLen     = 20
+	IPv6HeaderLen     = 40
+	UDPHeaderLen      = 8
+
+	// Headroom is room enough in front of a BTH for Ethernet, IPv6 and UDP
+	// headers; builders start packets this far into a buffer so that a
+	// backend can prepend its headers in place.
+	Headroom = EthernetHeaderLen + IPv6HeaderLen + UDPHeaderLen
+
+	// UDPPort is the IANA port of RoCEv2 ("roce").
+	UDPPort = 4791
+
+	// IPv4DontFragment is the IPv4 flags/fragment-offset value RoCE uses.
+	IPv4DontFragment = 0x4000
+
+	ethTypeIPv4 = 0x0800
+	ethTypeIPv6 = 0x86DD
+	ethTypeVLAN = 0x8100
+	ethTypeQinQ = 0x88A8
+	protoUDP    = 17
+)
+
+// Flow is the IP and UDP encapsulation of RoCEv2 packets between two
+// endpoints: what the ICRC covers below the BTH, and what a raw backend or a
+// capture writes in front of it. Src and Dst must both be IPv4 or both IPv6.
+type Flow struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	// IPv4ID and IPv4Flags are the IPv4 identification and flags/fragment
+	// offset. Both are covered by the ICRC. An unconnected Linux UDP socket
+	// with IP_PMTUDISC_DO sends ID 0 with DF.
+	IPv4ID    uint16
+	IPv4Flags uint16
+	TOS       uint8  // IPv4 TOS / IPv6 traffic class (not covered)
+	TTL       uint8  // IPv4 TTL / IPv6 hop limit (not covered)
+	FlowLabel uint32 // IPv6 flow label (not covered)
+	SrcMAC    [6]byte
+	DstMAC    [6]byte
+}
+
+// NewFlow returns the flow from src to dst as goroce's UDP backend sends it:
+// DF set, IPv4 ID 0, TTL 64.
+func NewFlow(src, dst netip.AddrPort) Flow {
+	return Flow{
+		Src: src.Addr().Unmap(), Dst: dst.Addr().Unmap(),
+		SrcPort: src.Port(), DstPort: dst.Port(),
+		IPv4Flags: IPv4DontFragment, TTL: 64,
+	}
+}
+
+// IsIPv6 reports whether the flow is carried over IPv6.
+func (f *Flow) IsIPv6() bool { return f.Src.Is6() && !f.Src.Is4In6() }
+
+// IPHeaderLen returns the size of the flow's IP header.
+func (f *Flow) IPHeaderLen() int {
+	if f.IsIPv6() {
+		return IPv6HeaderLen
+	}
+	return IPv4HeaderLen
+}
+
+// EncodeIPUDP writes the IP and UDP headers for a UDP payload of roceLen
+// bytes (BTH through ICRC) into b, which must hold IPHeaderLen()+UDPHeaderLen
+// bytes, and returns the number of bytes written. The IPv4 header checksum is
+// computed; the UDP checksum is 0, as rxe and RNICs send it.
+func (f *Flow) EncodeIPUDP(b []byte, roceLen int) int {
+	n := f.encodeIP(b, roceLen)
+	u := b[n : n+UDPHeaderLen]
+	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(u[2:], f.DstPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(UDPHeaderLen+roceLen))
+	u[6], u[7] = 0, 0
+	return n + UDPHeaderLen
+}
+
+func (f *Flow) encodeIP(b []byte, roceLen int) int {
+	if f.IsIPv6() {
+		h := b[:IPv6HeaderLen]
+		binary.BigEndian.PutUint32(h[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel&0xFFFFF)
+		binary.BigEndian.PutUint16(h[4:], uint16(UDPHeaderLen+roceLen))
+		h[6] = protoUDP
+		h[7] = f.TTL
+		src, dst := f.Src.As16(), f.Dst.As16()
+		copy(h[8:24], src[:])
+		copy(h[24:40], dst[:])
+		return IPv6HeaderLen
+	}
+	h := b[:IPv4HeaderLen]
+	h[0] = 0x45
+	h[1] = f.TOS
+	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+UDPHeaderLen+roceLen))
+	binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
+	binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
+	h[8] = f.TTL
+	h[9] = protoUDP
+	h[10], h[11] = 0, 0
+	src, dst := f.Src.As4(), f.Dst.As4()
+	copy(h[12:16], src[:])
+	copy(h[16:20], dst[:])
+	binary.BigEndian.PutUint16(h[10:], IPv4Checksum(h))
+	return IPv4HeaderLen
+}
+
+// EncodeEthernet writes an Ethernet header for the flow into b (14 bytes).
+func (f *Flow) EncodeEthernet(b []byte) int {
+	copy(b[0:6], f.DstMAC[:])
+	copy(b[6:12], f.SrcMAC[:])
+	t := uint16(ethTypeIPv4)
+	if f.IsIPv6() {
+		t = ethTypeIPv6
+	}
+	binary.BigEndian.PutUint16(b[12:], t)
+	return EthernetHeaderLen
+}
+
+// ICRC computes the ICRC of pkt (BTH through pad, without the trailer) as
+// carried in this flow.
+func (f *Flow) ICRC(pkt []byte) uint32 {
+	var hdr [IPv6HeaderLen + UDPHeaderLen]byte
+	n := f.EncodeIPUDP(hdr[:], len(pkt)+ICRCLen)
+	if f.IsIPv6() {
+		hdr[0] = 0x6f
+		hdr[1], hdr[2], hdr[3] = 0xff, 0xff, 0xff
+		hdr[7] = 0xff
+	} else {
+		hdr[1], hdr[8], hdr[10], hdr[11] = 0xff, 0xff, 0xff, 0xff
+	}
+	hdr[n-2], hdr[n-1] = 0xff, 0xff
+	return icrcOver(hdr[:n], pkt)
+}
+
+// SealICRC computes the ICRC of pkt (BTH through the 4-byte trailer) and
+// stores it in the trailer.
+func (f *Flow) SealICRC(pkt []byte) {
+	PutICRC(pkt, f.ICRC(pkt[:len(pkt)-ICRCLen]))
+}
+
+// VerifyICRC reports whether the trailer of pkt (BTH through ICRC) matches.
+func (f *Flow) VerifyICRC(pkt []byte) bool {
+	if len(pkt) < BTHLen+ICRCLen {
+		return false
+	}
+	return f.ICRC(pkt[:len(pkt)-ICRCLen]) == binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:])
+}
+
+// IPv4Checksum returns the Internet checksum of an IPv4 header whose checksum
+// field is zero (or the value to verify: a correct header sums to 0).
+func IPv4Checksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
+}
