@@ -27,15 +27,26 @@ const maskedHeadersMax = IPv6HeaderLen + UDPHeaderLen + BTHLen
 
 // icrcOver runs the ICRC over hdr (IP and UDP headers, already masked) and
 // pkt (BTH through pad). It masks the BTH itself.
+//
+// The masked headers live in the caller's stack arrays; handing them to
+// crc32.Update would move those arrays to the heap (it dispatches through a
+// function value), so the few header bytes go through a byte-wise table loop
+// and only the payload, which is already the caller's memory, through the
+// accelerated crc32.Update.
 func icrcOver(hdr []byte, pkt []byte) uint32 {
-	var bth [BTHLen]byte
-	n := copy(bth[:], pkt)
-	if n > bthQP {
-		bth[bthQP] = 0xff
+	tab := crc32.IEEETable
+	r := ^lrhCRC // the raw CRC register
+	for _, v := range hdr {
+		r = tab[byte(r)^v] ^ r>>8
 	}
-	c := crc32.Update(lrhCRC, crc32.IEEETable, hdr)
-	c = crc32.Update(c, crc32.IEEETable, bth[:n])
-	return crc32.Update(c, crc32.IEEETable, pkt[n:])
+	n := min(len(pkt), BTHLen)
+	for i, v := range pkt[:n] {
+		if i == bthQP {
+			v = 0xff // FECN, BECN, resv6
+		}
+		r = tab[byte(r)^v] ^ r>>8
+	}
+	return crc32.Update(^r, tab, pkt[n:])
 }
 
 // ICRCFromHeaders computes the ICRC of pkt (BTH through pad, no trailer) as

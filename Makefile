@@ -1,0 +1,51 @@
+# goroce — the two newcomer commands are `make demo` and `make test`.
+
+GO        ?= go
+PKGS      := ./...
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+OUT       ?= out
+export CGO_ENABLED ?= 0
+
+.PHONY: all build test vet fuzz bench demo clean tshark-check
+
+all: build
+
+## build: compile every package and command (pure Go, no cgo)
+build:
+	$(GO) build $(PKGS)
+	$(GO) build -o bin/ ./cmd/...
+
+## vet: gofmt and go vet
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## test: vet, then every test with the race detector (needs cgo for -race)
+test: vet
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 10m $(PKGS)
+
+## fuzz: a short run of every fuzz target (FUZZTIME each, default 10s)
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## bench: every benchmark, with allocations
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+
+## demo: the main job (see README)
+demo: build
+	@./scripts/demo.sh $(OUT)
+
+## tshark-check: compare rocedump -json with tshark -T json on every bundled capture (needs tshark)
+tshark-check: build
+	@./scripts/tshark-check.sh conformance/testdata/rxe/*.pcap
+
+clean:
+	rm -rf bin $(OUT)

@@ -1,0 +1,90 @@
+package rocev2
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Backend moves RoCEv2 packets (UDP payloads, BTH through ICRC) between a
+// device and the network. It is batch-first, like wireguard-go's conn.Bind:
+// every call moves a slice of datagrams so that an implementation can use
+// sendmmsg/recvmmsg, UDP GSO/GRO or a packet ring, and a device never makes
+// a system call per packet.
+//
+// Send and Receive may be called concurrently with each other; Send may be
+// called from several goroutines; Receive is called by one goroutine at a
+// time (the device's receive loop).
+type Backend interface {
+	// Send transmits pkts in order. The backend seals each packet's ICRC
+	// (the last four bytes of Buf) for the IP and UDP headers it will
+	// actually travel in, since only the backend knows them (the IPv4 ID of
+	// a GSO segment, for instance), and records the IPv4 ID it used in
+	// IPv4ID. Send returns once the packets are handed to the network; the
+	// caller may then reuse the buffers.
+	Send(pkts []Datagram) error
+
+	// Receive blocks until at least one packet arrives and fills pkts[:n].
+	// Each Buf points into memory owned by the backend that stays valid
+	// until the next call to Receive. Receive returns an error wrapping
+	// ErrBackendClosed after Close.
+	Receive(pkts []Datagram) (n int, err error)
+
+	// LocalAddr is the address and UDP port the backend sends from and
+	// receives on.
+	LocalAddr() netip.AddrPort
+
+	// BatchSize is the number of datagrams a Send or Receive moves at most
+	// in one system call; callers size their batches to it.
+	BatchSize() int
+
+	// LinkMTU is the IP MTU of the path (1500 for Ethernet, 65535 for lo):
+	// the device derives the port's active IB MTU from it.
+	LinkMTU() int
+
+	// Close stops the backend and unblocks Receive.
+	Close() error
+}
+
+// Datagram is one RoCEv2 packet in a batch.
+type Datagram struct {
+	// Buf holds the packet, BTH through ICRC.
+	Buf []byte
+	// Addr is the destination on Send and the source on Receive.
+	Addr netip.AddrPort
+	// IPv4ID is the IPv4 identification the packet travelled with: set by
+	// Send; set by Receive when known (ICRC is ICRCOK over IPv4).
+	IPv4ID uint16
+	// ICRC is the receive-side verdict on the ICRC (unused on Send).
+	ICRC ICRCStatus
+}
+
+// ICRCStatus is what a backend could establish about a received ICRC.
+type ICRCStatus uint8
+
+const (
+	// ICRCUnchecked: the backend did not look; the device must verify.
+	ICRCUnchecked ICRCStatus = iota
+	// ICRCOK: the ICRC matches the headers the packet arrived in.
+	ICRCOK
+	// ICRCBad: the ICRC does not match; the packet must be dropped.
+	ICRCBad
+	// ICRCUnverifiable: the backend cannot see the covered IP header
+	// fields (an IPv4 packet on a UDP socket whose sender used an IP ID
+	// that could not be inferred). The device accepts it and counts it.
+	ICRCUnverifiable
+)
+
+func (s ICRCStatus) String() string {
+	switch s {
+	case ICRCOK:
+		return "ok"
+	case ICRCBad:
+		return "bad"
+	case ICRCUnverifiable:
+		return "unverifiable"
+	}
+	return "unchecked"
+}
+
+// ErrBackendClosed is returned by backends after Close.
+var ErrBackendClosed = errors.New("rocev2: backend closed")
