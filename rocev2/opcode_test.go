@@ -90,3 +90,14 @@ func TestOpcodeUnknownIsRejectedEverywhere(t *testing.T) {
 		assert.False(t, op.Valid(), "0x%02x", uint8(op))
 	}
 }
+
+func TestMTU(t *testing.T) {
+	assert.Equal(t, MTU1024, ActiveMTU(1500))
+	assert.Equal(t, MTU4096, ActiveMTU(9000))
+	assert.Equal(t, MTU4096, ActiveMTU(65536))
+	assert.Equal(t, MTU256, ActiveMTU(300))
+	assert.Equal(t, 4096, MTU4096.Bytes())
+	assert.Equal(t, 256, MTU256.Bytes())
+	assert.Zero(t, MTU(0).Bytes())
+	assert.Zero(t, MTU(6).Bytes())
+}

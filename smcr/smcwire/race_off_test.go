@@ -1,0 +1,5 @@
+//go:build !race
+
+package smcwire
+
+const raceEnabled = false
