@@ -1,0 +1,204 @@
+package cq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// MaxDepth is the largest CQ goroce creates (rxe's max_cqe).
+const MaxDepth = 32767
+
+// ErrOverflow is reported (to Push's caller and as an async event) when a
+// completion arrives at a full CQ. The CQ is then in error: like a hardware
+// CQ overrun, later pushes fail too, so no completion ever vanishes unnoticed.
+var ErrOverflow = errors.New("cq: overflow: completion queue full (poll faster or create it deeper)")
+
+// ErrClosed is returned by Wait after Close.
+var ErrClosed = errors.New("cq: closed")
+
+// CQ is a completion queue: a bounded ring of work completions filled by the
+// device's queue pairs and drained by Poll. A CQ may be shared by many QPs.
+//
+// Notification follows ibv_req_notify_cq: Arm requests one event for the
+// next completion (or the next solicited one); the event is delivered on the
+// channel returned by Events (and to the Config.OnEvent callback) and the CQ
+// must be armed again for the next one.
+type CQ struct {
+	mu       sync.Mutex // protects everything below
+	ring     []WC
+	head     int // index of the oldest completion
+	count    int
+	armed    armState
+	err      error // sticky overflow
+	closed   bool
+	events   chan struct{}
+	done     chan struct{} // closed by Close
+	onEvent  func()
+	onAsync  func(error)
+	overruns uint64
+}
+
+type armState uint8
+
+const (
+	disarmed armState = iota
+	armedNext
+	armedSolicited
+)
+
+// Config holds the optional parts of a CQ.
+type Config struct {
+	// OnEvent, if set, is called (without the CQ's lock) each time an armed
+	// CQ fires, in addition to the signal on Events().
+	OnEvent func()
+	// OnAsyncError, if set, is called once when the CQ overflows
+	// (IBV_EVENT_CQ_ERR).
+	OnAsyncError func(error)
+}
+
+// New creates a CQ that holds depth completions.
+func New(depth int, cfg Config) (*CQ, error) {
+	if depth < 1 || depth > MaxDepth {
+		return nil, fmt.Errorf("cq: create: depth %d out of range 1..%d", depth, MaxDepth)
+	}
+	return &CQ{
+		ring:    make([]WC, depth),
+		events:  make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		onEvent: cfg.OnEvent,
+		onAsync: cfg.OnAsyncError,
+	}, nil
+}
+
+// Depth returns the number of completions the CQ holds.
+func (c *CQ) Depth() int { return len(c.ring) }
+
+// Len returns the number of completions waiting to be polled.
+func (c *CQ) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
+// Err returns ErrOverflow once the CQ has overflowed.
+func (c *CQ) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Poll moves up to len(wcs) completions, oldest first, into wcs and returns
+// how many. It never blocks and never allocates.
+func (c *CQ) Poll(wcs []WC) int {
+	c.mu.Lock()
+	n := min(len(wcs), c.count)
+	for i := 0; i < n; i++ {
+		wcs[i] = c.ring[c.head]
+		c.ring[c.head] = WC{} // drop the Entry reference
+		c.head++
+		if c.head == len(c.ring) {
+			c.head = 0
+		}
+	}
+	c.count -= n
+	c.mu.Unlock()
+	return n
+}
+
+// Push appends a completion. solicited marks a completion that satisfies a
+// solicited-only arm (a receive of a message with the SE bit); error
+// completions satisfy it too. Push is for queue pairs, not applications.
+func (c *CQ) Push(wc *WC, solicited bool) error {
+	c.mu.Lock()
+	if c.err != nil || c.closed {
+		err := c.err
+		c.mu.Unlock()
+		if err == nil {
+			err = ErrClosed
+		}
+		return err
+	}
+	if c.count == len(c.ring) {
+		c.err = ErrOverflow
+		c.overruns++
+		onAsync := c.onAsync
+		c.mu.Unlock()
+		if onAsync != nil {
+			onAsync(ErrOverflow)
+		}
+		return ErrOverflow
+	}
+	tail := c.head + c.count
+	if tail >= len(c.ring) {
+		tail -= len(c.ring)
+	}
+	c.ring[tail] = *wc
+	c.count++
+	fire := c.armed == armedNext || (c.armed == armedSolicited && (solicited || !wc.Status.OK()))
+	if fire {
+		c.armed = disarmed
+	}
+	c.mu.Unlock()
+	if fire {
+		c.signal()
+	}
+	return nil
+}
+
+func (c *CQ) signal() {
+	select {
+	case c.events <- struct{}{}:
+	default: // an event is already pending; events do not queue up
+	}
+	if c.onEvent != nil {
+		c.onEvent()
+	}
+}
+
+// Arm requests an event for the next completion, or with solicitedOnly for
+// the next solicited or error completion. It reports whether completions are
+// already waiting (IB_CQ_REPORT_MISSED_EVENTS): a caller that sees true must
+// poll again, since those completions will not raise an event by themselves.
+func (c *CQ) Arm(solicitedOnly bool) (missed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if solicitedOnly {
+		// A solicited arm never weakens a pending "next" arm.
+		if c.armed != armedNext {
+			c.armed = armedSolicited
+		}
+	} else {
+		c.armed = armedNext
+	}
+	return c.count > 0
+}
+
+// Events returns the channel on which armed events are signalled (the
+// ibv_comp_channel of this CQ). At most one event is pending at a time.
+func (c *CQ) Events() <-chan struct{} { return c.events }
+
+// Wait blocks until the next event (arm first), until ctx ends, or until
+// the CQ is closed.
+func (c *CQ) Wait(ctx context.Context) error {
+	select {
+	case <-c.events:
+		return nil
+	case <-c.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close releases the CQ; waiters return ErrClosed and later pushes fail.
+func (c *CQ) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	return nil
+}

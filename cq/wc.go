@@ -1,0 +1,140 @@
+package cq
+
+import "strconv"
+
+// Status is a work completion status, numbered like ibv_wc_status.
+type Status uint8
+
+const (
+	Success          Status = 0
+	LocLenErr        Status = 1
+	LocQPOpErr       Status = 2
+	LocEECOpErr      Status = 3
+	LocProtErr       Status = 4
+	WRFlushErr       Status = 5
+	MWBindErr        Status = 6
+	BadRespErr       Status = 7
+	LocAccessErr     Status = 8
+	RemInvReqErr     Status = 9
+	RemAccessErr     Status = 10
+	RemOpErr         Status = 11
+	RetryExcErr      Status = 12
+	RNRRetryExcErr   Status = 13
+	LocRDDViolErr    Status = 14
+	RemInvRDReqErr   Status = 15
+	RemAbortErr      Status = 16
+	InvEECNErr       Status = 17
+	InvEECStateErr   Status = 18
+	FatalErr         Status = 19
+	RespTimeoutErr   Status = 20
+	GeneralErr       Status = 21
+	TMErr            Status = 22
+	TMRndvIncomplete Status = 23
+)
+
+var statusNames = [...]string{
+	"IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
+	"IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
+	"IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR", "IBV_WC_REM_OP_ERR",
+	"IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
+	"IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR", "IBV_WC_INV_EECN_ERR",
+	"IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR", "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR",
+	"IBV_WC_TM_ERR", "IBV_WC_TM_RNDV_INCOMPLETE",
+}
+
+// String returns the IBV_WC_* spelling users grep for.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "IBV_WC_STATUS(" + strconv.Itoa(int(s)) + ")"
+}
+
+// OK reports whether the status is Success.
+func (s Status) OK() bool { return s == Success }
+
+// Opcode is a work completion opcode, numbered like ibv_wc_opcode.
+// Receive-side opcodes have bit 7 set.
+type Opcode uint8
+
+const (
+	OpSend            Opcode = 0
+	OpRDMAWrite       Opcode = 1
+	OpRDMARead        Opcode = 2
+	OpCompSwap        Opcode = 3
+	OpFetchAdd        Opcode = 4
+	OpBindMW          Opcode = 5
+	OpLocalInv        Opcode = 6
+	OpTSO             Opcode = 7
+	OpFlush           Opcode = 8
+	OpAtomicWrite     Opcode = 9
+	OpRecv            Opcode = 128
+	OpRecvRDMAWithImm Opcode = 129
+)
+
+// String returns the IBV_WC_* spelling.
+func (o Opcode) String() string {
+	switch o {
+	case OpSend:
+		return "IBV_WC_SEND"
+	case OpRDMAWrite:
+		return "IBV_WC_RDMA_WRITE"
+	case OpRDMARead:
+		return "IBV_WC_RDMA_READ"
+	case OpCompSwap:
+		return "IBV_WC_COMP_SWAP"
+	case OpFetchAdd:
+		return "IBV_WC_FETCH_ADD"
+	case OpBindMW:
+		return "IBV_WC_BIND_MW"
+	case OpLocalInv:
+		return "IBV_WC_LOCAL_INV"
+	case OpTSO:
+		return "IBV_WC_TSO"
+	case OpFlush:
+		return "IBV_WC_FLUSH"
+	case OpAtomicWrite:
+		return "IBV_WC_ATOMIC_WRITE"
+	case OpRecv:
+		return "IBV_WC_RECV"
+	case OpRecvRDMAWithImm:
+		return "IBV_WC_RECV_RDMA_WITH_IMM"
+	}
+	return "IBV_WC_OPCODE(" + strconv.Itoa(int(o)) + ")"
+}
+
+// IsRecv reports whether the opcode is a receive-side completion.
+func (o Opcode) IsRecv() bool { return o&0x80 != 0 }
+
+// Flags are work completion flags, numbered like ibv_wc_flags.
+type Flags uint8
+
+const (
+	WithGRH Flags = 1 << 0 // a 40-byte GRH area precedes the payload (UD)
+	WithImm Flags = 1 << 1 // Imm holds immediate data
+	WithInv Flags = 1 << 2 // Imm holds the invalidated rkey
+)
+
+// Entry is a completion entry that carries its own handler (the kernel's
+// ib_cqe): a work request names an Entry, and when it completes the CQ's
+// poller calls Done with the completion, so the owner finds its context
+// without any wr_id lookup. Embed an Entry-implementing value in the
+// per-request context.
+type Entry interface {
+	Done(wc *WC)
+}
+
+// WC is a work completion, with the fields of ibv_wc. It is a flat value so
+// that Poll can fill a caller's slice without allocating. Only WRID, Entry,
+// Status, Opcode and QPNum are meaningful in an error completion.
+type WC struct {
+	WRID    uint64 // the work request's wr_id
+	Entry   Entry  // the work request's completion entry, if it named one
+	Status  Status
+	Opcode  Opcode
+	Flags   Flags
+	ByteLen uint32 // bytes transferred (receives: bytes placed)
+	Imm     uint32 // immediate data (host order) or invalidated rkey
+	QPNum   uint32 // the local QP
+	SrcQP   uint32 // the remote QP (UD receives)
+}

@@ -1,0 +1,136 @@
+package qp
+
+import (
+	"bytes"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/memlink"
+)
+
+// FuzzInbound throws arbitrary packets at an RC QP in RTS: nothing panics,
+// and a memory region open to remote write, read and atomics is never
+// changed by a packet that does not carry its (random, unguessable) rkey.
+func FuzzInbound(f *testing.F) {
+	const rqPSN = 0x100
+	seed := func(fl rocev2.Fields, payload []byte) {
+		fl.PKey, fl.PSN = 0xffff, rqPSN
+		b, _ := fl.Append(nil, payload)
+		f.Add(b)
+	}
+	seed(rocev2.Fields{Opcode: rocev2.RCSendOnly, AckReq: true}, []byte("hello"))
+	seed(rocev2.Fields{Opcode: rocev2.RCSendFirst}, make([]byte, 256))
+	seed(rocev2.Fields{Opcode: rocev2.RCWriteOnly, VA: 0x1000, RKey: 0x1234, Len: 8}, make([]byte, 8))
+	seed(rocev2.Fields{Opcode: rocev2.RCWriteFirst, VA: 0x1000, RKey: 0x1234, Len: 1024}, make([]byte, 256))
+	seed(rocev2.Fields{Opcode: rocev2.RCReadRequest, VA: 0x1000, RKey: 0x1234, Len: 4096}, nil)
+	seed(rocev2.Fields{Opcode: rocev2.RCFetchAdd, VA: 0x1000, RKey: 0x1234, SwapAdd: 1}, nil)
+	seed(rocev2.Fields{Opcode: rocev2.RCCompareSwap, VA: 0x1004, RKey: 0x1234}, nil)
+	seed(rocev2.Fields{Opcode: rocev2.RCAcknowledge, Syndrome: 0x60}, nil)
+	seed(rocev2.Fields{Opcode: rocev2.RCReadResponseOnly}, make([]byte, 16))
+	seed(rocev2.Fields{Opcode: rocev2.RCSendOnlyInv, InvRKey: 0x1234}, nil)
+
+	network := memlink.NewNetwork()
+	be, err := network.Attach(netip.MustParseAddrPort("127.0.0.1:4791"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	dev, err := device.New(device.Config{Backend: be})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer dev.Close()
+	attacker, err := network.Attach(netip.MustParseAddrPort("127.0.0.66:4791"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer attacker.Close()
+	go func() { // drain whatever the QP answers
+		batch := make([]rocev2.Datagram, 64)
+		for {
+			if _, err := attacker.Receive(batch); err != nil {
+				return
+			}
+		}
+	}()
+
+	pd := dev.AllocPD()
+	target := make([]byte, 1<<16)
+	for i := range target {
+		target[i] = byte(i)
+	}
+	snapshot := bytes.Clone(target)
+	if _, err := pd.RegisterMR(target, device.AccessLocalWrite|device.AccessRemoteWrite|device.AccessRemoteRead|device.AccessRemoteAtomic); err != nil {
+		f.Fatal(err)
+	}
+	rbuf := make([]byte, 1<<16)
+	rmr, err := pd.RegisterMR(rbuf, device.AccessLocalWrite)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c, _ := cq.New(4096, cq.Config{})
+	q, err := Create(pd, InitAttr{Type: RC, SendCQ: c, RecvCQ: c, Cap: Cap{MaxSendWR: 16, MaxRecvWR: 64}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	gid := device.GIDFromAddr(netip.MustParseAddr("127.0.0.66"))
+	access := device.AccessRemoteWrite | device.AccessRemoteRead | device.AccessRemoteAtomic
+	fence := func() {
+		fl := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0xABCDE}
+		b, _ := fl.Append(nil, nil)
+		before := dev.Counters.RcvdUnknownQP.Load()
+		if err := attacker.Send([]rocev2.Datagram{{Buf: b, Addr: be.LocalAddr()}}); err != nil {
+			f.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for dev.Counters.RcvdUnknownQP.Load() == before {
+			if time.Now().After(deadline) {
+				f.Fatal("device stopped processing packets")
+			}
+			runtime.Gosched()
+		}
+	}
+	wcs := make([]cq.WC, 64)
+
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		// A fresh connection for every input.
+		steps := []struct {
+			a Attr
+			m AttrMask
+		}{
+			{Attr{State: Reset}, MaskState},
+			{Attr{State: Init, Port: 1, AccessFlags: access}, MaskState | MaskPKeyIndex | MaskPort | MaskAccessFlags},
+			{Attr{State: RTR, PathMTU: rocev2.MTU1024, DestQPN: 0x42, RQPSN: rqPSN, MaxDestRdAtomic: 4, MinRNRTimer: 1,
+				AH: AH{DGID: gid, SGIDIndex: 1}}, MaskState | MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer},
+			{Attr{State: RTS, SQPSN: 0x200, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+				MaskState | MaskSQPSN | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic},
+		}
+		for _, s := range steps {
+			if err := q.Modify(&s.a, s.m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for c.Poll(wcs) > 0 {
+		}
+		if _, err := q.PostRecv([]RecvWR{{WRID: 1, SGL: []SGE{{Addr: rmr.VA(), Length: 4096, LKey: rmr.LKey()}}}}); err != nil {
+			t.Fatal(err)
+		}
+		p := bytes.Clone(pkt)
+		if len(p) >= 8 {
+			p[5], p[6], p[7] = byte(q.QPN()>>16), byte(q.QPN()>>8), byte(q.QPN())
+		}
+		if len(p) >= 4 { // the ICRC is sealed by the sender's backend
+			if err := attacker.Send([]rocev2.Datagram{{Buf: p, Addr: be.LocalAddr()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fence()
+		if !bytes.Equal(target, snapshot) {
+			t.Fatalf("memory changed by a packet without the rkey: % x", pkt)
+		}
+	})
+}

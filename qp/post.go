@@ -1,0 +1,131 @@
+package qp
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2/device"
+)
+
+// PostSend queues send work requests (ibv_post_send). It returns how many
+// were queued; on an error the request at that index and the ones after it
+// were not. In RTS the requester starts sending before PostSend returns. In
+// ERR the requests complete at once with WR_FLUSH_ERR.
+func (q *QP) PostSend(wrs []SendWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.state {
+	case RTS, SQD, SQE, Err:
+	case stateDestroyed:
+		return 0, fmt.Errorf("qp %#x: post send: %w", q.qpn, ErrDestroyed)
+	default:
+		return 0, fmt.Errorf("qp %#x: post send in %v: %w (move the QP to RTS first)", q.qpn, q.state, ErrState)
+	}
+	n := 0
+	var err error
+	for i := range wrs {
+		if err = q.queueSend(&wrs[i]); err != nil {
+			if err != ErrQueueFull { // a full queue is flow control, not a bug: keep it cheap
+				err = fmt.Errorf("qp %#x: post send wr %d (wr_id %#x): %w", q.qpn, i, wrs[i].WRID, err)
+			}
+			break
+		}
+		n++
+	}
+	if q.state == Err {
+		q.flushSQ()
+		return n, err
+	}
+	if n > 0 {
+		tx := q.dev.GetTx()
+		q.runRequester(tx)
+		tx.Flush() // under the lock: this QP's packets leave in PSN order
+		q.dev.PutTx(tx)
+	}
+	return n, err
+}
+
+func (q *QP) queueSend(wr *SendWR) error {
+	if q.sq.full() {
+		return ErrQueueFull
+	}
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead,
+		WRAtomicCmpAndSwp, WRAtomicFetchAdd, WRLocalInv:
+	default:
+		return fmt.Errorf("%w: opcode %v is not supported on %v", ErrBadWR, wr.Opcode, q.typ)
+	}
+	inline := wr.Flags&SendInline != 0
+	if inline && (wr.Opcode.isReadLike() || wr.Opcode == WRLocalInv) {
+		return fmt.Errorf("%w: %v cannot be inline", ErrBadWR, wr.Opcode)
+	}
+	if inline && len(wr.Inline) > q.attr.Cap.MaxInlineData {
+		return fmt.Errorf("%w: %d inline bytes above max_inline_data %d", ErrBadWR, len(wr.Inline), q.attr.Cap.MaxInlineData)
+	}
+	if !inline && len(wr.SGL) > q.attr.Cap.MaxSendSGE {
+		return fmt.Errorf("%w: %d SGEs above max_send_sge %d", ErrBadWR, len(wr.SGL), q.attr.Cap.MaxSendSGE)
+	}
+	w := q.sq.at(q.sq.tail)
+	*w = sendWQE{
+		sgl: w.sgl[:0], mrs: w.mrs[:0], inline: w.inline[:0],
+		wrid: wr.WRID, entry: wr.Entry, op: wr.Opcode, flags: wr.Flags,
+		signaled: q.sigAll || wr.Flags&SendSignaled != 0,
+		imm:      wr.Imm, raddr: wr.RemoteAddr, rkey: wr.RKey,
+		compareAdd: wr.CompareAdd, swap: wr.Swap, isInline: inline,
+	}
+	if inline {
+		w.inline = append(w.inline, wr.Inline...)
+		w.length = uint32(len(wr.Inline))
+	} else {
+		w.sgl = append(w.sgl, wr.SGL...)
+		w.mrs = w.mrs[:len(w.sgl)]
+		need := device.Access(0)
+		if wr.Opcode.isReadLike() {
+			need = device.AccessLocalWrite // responses land in these buffers
+		}
+		total, st := resolveSGL(q.dev, q.pd, w.sgl, w.mrs, need)
+		if total > device.MaxMsgSize {
+			st = cq.LocLenErr
+		}
+		w.length, w.localErr = uint32(total), st
+		if wr.Opcode.isAtomic() && st == cq.Success && total != 8 {
+			w.localErr = cq.LocLenErr // an atomic returns exactly 8 bytes
+		}
+	}
+	q.sq.tail++
+	return nil
+}
+
+// PostRecv queues receive work requests (ibv_post_recv). In ERR they
+// complete at once with WR_FLUSH_ERR.
+func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.state {
+	case stateDestroyed:
+		return 0, fmt.Errorf("qp %#x: post recv: %w", q.qpn, ErrDestroyed)
+	case Reset:
+		return 0, fmt.Errorf("qp %#x: post recv in RESET: %w (move the QP to INIT first)", q.qpn, ErrState)
+	}
+	n := 0
+	for i := range wrs {
+		wr := &wrs[i]
+		if q.rq.full() {
+			return n, ErrQueueFull
+		}
+		if len(wr.SGL) > q.attr.Cap.MaxRecvSGE {
+			return n, fmt.Errorf("qp %#x: post recv wr %d: %w: %d SGEs above max_recv_sge %d", q.qpn, i, ErrBadWR, len(wr.SGL), q.attr.Cap.MaxRecvSGE)
+		}
+		w := q.rq.at(q.rq.tail)
+		w.wrid, w.entry = wr.WRID, wr.Entry
+		w.sgl = append(w.sgl[:0], wr.SGL...)
+		w.mrs = w.mrs[:len(w.sgl)]
+		w.capacity, w.localErr = resolveSGL(q.dev, q.pd, w.sgl, w.mrs, device.AccessLocalWrite)
+		q.rq.tail++
+		n++
+	}
+	if q.state == Err {
+		q.flushRQ()
+	}
+	return n, nil
+}

@@ -1,0 +1,493 @@
+// Package qp implements goroce's queue pairs: the verbs-style API (Create,
+// Modify, Query, PostSend, PostRecv, Destroy) and, for RC, the transport as
+// rxe implements it: the requester (requester.go) turns send work requests
+// into packets, the completer (completer.go) turns ACKs, NAKs and responses
+// into completions and drives go-back-N retransmission, and the responder
+// (responder.go) executes inbound requests and answers them.
+//
+// Concurrency: all of a QP's state is guarded by its mutex. Packets arrive
+// on the device's receive loop, which calls HandlePacket inline; posts run
+// the requester inline on the poster's goroutine; timers run on the device's
+// timer goroutine. Whoever makes the requester produce packets flushes them
+// before releasing the lock, so a QP's packets leave in PSN order.
+package qp
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+)
+
+// maxUnackedPSNs bounds the PSNs a requester has in flight
+// (RXE_MAX_UNACKED_PSNS): the send window.
+const maxUnackedPSNs = 128
+
+// maxPktsPerAck is how many packets may go without AckReq
+// (RXE_MAX_PKT_PER_ACK), so that long messages keep the window moving.
+const maxPktsPerAck = 64
+
+// InitAttr configures a new QP (ibv_qp_init_attr).
+type InitAttr struct {
+	Type   Type
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	Cap    Cap
+	// SigAll makes every send work request signaled (sq_sig_all).
+	SigAll bool
+	// OnAsyncEvent, if set, receives the QP's asynchronous events.
+	OnAsyncEvent func(Event)
+	// RetryCnt7Infinite treats retry_cnt 7 as "retry forever", as rxe does.
+	// IBTA makes it a plain count; only rnr_retry 7 is infinite there.
+	RetryCnt7Infinite bool
+}
+
+// EventType is a QP asynchronous event (ibv_event_type subset).
+type EventType uint8
+
+const (
+	EventQPFatal   EventType = 1 // IBV_EVENT_QP_FATAL: the QP went to ERR
+	EventSQDrained EventType = 5 // IBV_EVENT_SQ_DRAINED
+	EventCQError   EventType = 9 // the QP's CQ overflowed
+)
+
+// Event is an asynchronous event of a QP.
+type Event struct {
+	Type EventType
+	QPN  uint32
+	Err  error
+}
+
+// QP is a queue pair.
+type QP struct {
+	dev    *device.Device
+	pd     *device.PD
+	qpn    uint32
+	typ    Type
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	sigAll bool
+	onEvt  func(Event)
+	retry7 bool
+
+	mu    sync.Mutex
+	state State
+	attr  Attr
+	mtu   int
+	raddr netip.AddrPort
+
+	sq      sendQueue
+	rq      recvQueue
+	req     requester
+	comp    completer
+	resp    responder
+	retryTm device.Timer
+	rnrTm   device.Timer
+	sqdSent bool
+
+	// trace, when set by a test, records transport events.
+	trace func(format string, args ...any)
+}
+
+// Errors returned by posts.
+var (
+	ErrQueueFull = errors.New("qp: work queue full: poll the CQ for completions before posting more, or create the QP with deeper queues")
+	ErrBadWR     = errors.New("qp: invalid work request")
+	ErrState     = errors.New("qp: operation not allowed in the QP's state")
+	ErrDestroyed = errors.New("qp: destroyed")
+)
+
+// Create makes a QP in pd. It starts in RESET.
+func Create(pd *device.PD, ia InitAttr) (*QP, error) {
+	dev := pd.Device()
+	switch ia.Type {
+	case RC:
+	case UC, UD:
+		return nil, fmt.Errorf("qp: create %v QP: not supported yet (RC only)", ia.Type)
+	default:
+		return nil, fmt.Errorf("qp: create: unknown QP type %d", ia.Type)
+	}
+	if ia.SendCQ == nil || ia.RecvCQ == nil {
+		return nil, errors.New("qp: create: send and receive CQs are required (they may be the same CQ)")
+	}
+	c := &ia.Cap
+	if c.MaxSendWR < 1 || c.MaxSendWR > device.MaxQPWR || c.MaxRecvWR < 1 || c.MaxRecvWR > device.MaxQPWR {
+		return nil, fmt.Errorf("qp: create: max_send_wr %d / max_recv_wr %d out of range 1..%d", c.MaxSendWR, c.MaxRecvWR, device.MaxQPWR)
+	}
+	if c.MaxSendSGE == 0 {
+		c.MaxSendSGE = 1
+	}
+	if c.MaxRecvSGE == 0 {
+		c.MaxRecvSGE = 1
+	}
+	if c.MaxSendSGE > device.MaxSGE || c.MaxRecvSGE > device.MaxSGE {
+		return nil, fmt.Errorf("qp: create: max SGEs %d/%d above the device limit %d", c.MaxSendSGE, c.MaxRecvSGE, device.MaxSGE)
+	}
+	if c.MaxInlineData > device.MaxInlineData {
+		return nil, fmt.Errorf("qp: create: max_inline_data %d above the device limit %d", c.MaxInlineData, device.MaxInlineData)
+	}
+	q := &QP{
+		dev: dev, pd: pd, typ: ia.Type, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
+		sigAll: ia.SigAll, onEvt: ia.OnAsyncEvent, retry7: ia.RetryCnt7Infinite,
+		state: Reset, mtu: rocev2.MTU256.Bytes(),
+	}
+	q.attr.Cap = *c
+	q.attr.PathMTU = rocev2.MTU256
+	q.sq.init(c.MaxSendWR, c.MaxSendSGE, c.MaxInlineData)
+	q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
+	q.retryTm.Init(q.onRetryTimer)
+	q.rnrTm.Init(q.onRNRTimer)
+	qpn, err := dev.AddQP(q)
+	if err != nil {
+		return nil, err
+	}
+	q.qpn = qpn
+	return q, nil
+}
+
+// QPN returns the QP number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Type returns the transport type.
+func (q *QP) Type() Type { return q.typ }
+
+// State returns the current state.
+func (q *QP) State() State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
+}
+
+// Query returns the QP's attributes, with State and CurState current.
+func (q *QP) Query() Attr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.attr
+	a.State, a.CurState = q.state, q.state
+	a.SQPSN = q.req.psn
+	a.RQPSN = q.resp.epsn
+	a.SQDraining = q.state == SQD && !q.sqdSent
+	return a
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp): mask says
+// which fields of attr apply, and must satisfy the rules of the transition.
+func (q *QP) Modify(attr *Attr, mask AttrMask) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state == stateDestroyed {
+		return fmt.Errorf("qp %#x: modify: %w", q.qpn, ErrDestroyed)
+	}
+	to, err := checkTransition(q.qpn, q.state, attr, mask)
+	if err != nil {
+		return err
+	}
+	if err := q.validate(attr, mask); err != nil {
+		return fmt.Errorf("qp %#x: modify %v→%v: %w", q.qpn, q.state, to, err)
+	}
+	q.apply(attr, mask)
+	from := q.state
+	switch {
+	case to == Reset:
+		q.reset()
+	case to == Err:
+		q.enterError()
+	default:
+		q.state = to
+	}
+	if from == RTR && to == RTS {
+		q.req.start(q.attr.SQPSN)
+		q.comp.start(q)
+	}
+	if to == RTS && (from == SQD || from == SQE) {
+		tx := q.dev.GetTx()
+		q.runRequester(tx)
+		tx.Flush()
+		q.dev.PutTx(tx)
+	}
+	if to == SQD {
+		q.sqdSent = false
+		q.checkDrained()
+	}
+	return nil
+}
+
+// validate checks attribute values (ranges), not which ones are present.
+func (q *QP) validate(a *Attr, mask AttrMask) error {
+	if mask&MaskPathMTU != 0 {
+		if !a.PathMTU.Valid() {
+			return fmt.Errorf("path MTU %d is not an IB MTU (1..5)", a.PathMTU)
+		}
+		if a.PathMTU > q.dev.Port().ActiveMTU {
+			return fmt.Errorf("path MTU %v above the port's active MTU %v", a.PathMTU, q.dev.Port().ActiveMTU)
+		}
+	}
+	if mask&MaskPort != 0 && a.Port != 1 {
+		return fmt.Errorf("port %d does not exist (the device has port 1)", a.Port)
+	}
+	if mask&MaskPKeyIndex != 0 && a.PKeyIndex != 0 {
+		return fmt.Errorf("P_Key index %d out of range (the table has 1 entry)", a.PKeyIndex)
+	}
+	if mask&MaskAV != 0 {
+		if a.AH.DGID.IsZero() {
+			return errors.New("AV without a GRH: RoCE needs a destination GID (rc_pingpong: pass -g 1)")
+		}
+		if _, err := q.dev.GID(int(a.AH.SGIDIndex)); err != nil {
+			return err
+		}
+		if a.AH.DGID.Addr().Is4() != q.dev.LocalAddr().Addr().Is4() {
+			return fmt.Errorf("destination GID %v is not of the device's address family (%v)", a.AH.DGID, q.dev.LocalAddr().Addr())
+		}
+	}
+	if mask&MaskTimeout != 0 && a.Timeout > 31 {
+		return fmt.Errorf("timeout %d out of range 0..31", a.Timeout)
+	}
+	if mask&MaskRetryCnt != 0 && a.RetryCnt > 7 {
+		return fmt.Errorf("retry_cnt %d out of range 0..7", a.RetryCnt)
+	}
+	if mask&MaskRNRRetry != 0 && a.RNRRetry > 7 {
+		return fmt.Errorf("rnr_retry %d out of range 0..7", a.RNRRetry)
+	}
+	if mask&MaskMinRNRTimer != 0 && a.MinRNRTimer > 31 {
+		return fmt.Errorf("min_rnr_timer %d out of range 0..31", a.MinRNRTimer)
+	}
+	if mask&MaskMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > device.MaxQPRdAtom {
+		return fmt.Errorf("max_rd_atomic %d above the device limit %d", a.MaxRdAtomic, device.MaxQPRdAtom)
+	}
+	if mask&MaskMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > device.MaxQPRdAtom {
+		return fmt.Errorf("max_dest_rd_atomic %d above the device limit %d", a.MaxDestRdAtomic, device.MaxQPRdAtom)
+	}
+	if mask&MaskSQPSN != 0 && !a.SQPSN.Valid() {
+		return fmt.Errorf("sq_psn %#x does not fit 24 bits", uint32(a.SQPSN))
+	}
+	if mask&MaskRQPSN != 0 && !a.RQPSN.Valid() {
+		return fmt.Errorf("rq_psn %#x does not fit 24 bits", uint32(a.RQPSN))
+	}
+	if mask&MaskDestQPN != 0 && a.DestQPN&^0xFFFFFF != 0 {
+		return fmt.Errorf("dest_qp_num %#x does not fit 24 bits", a.DestQPN)
+	}
+	return nil
+}
+
+func (q *QP) apply(a *Attr, mask AttrMask) {
+	t := &q.attr
+	if mask&MaskAccessFlags != 0 {
+		t.AccessFlags = a.AccessFlags
+	}
+	if mask&MaskPKeyIndex != 0 {
+		t.PKeyIndex = a.PKeyIndex
+	}
+	if mask&MaskPort != 0 {
+		t.Port = a.Port
+	}
+	if mask&MaskQKey != 0 {
+		t.QKey = a.QKey
+	}
+	if mask&MaskAV != 0 {
+		t.AH = a.AH
+		q.raddr = a.AH.Addr()
+	}
+	if mask&MaskPathMTU != 0 {
+		t.PathMTU = a.PathMTU
+		q.mtu = a.PathMTU.Bytes()
+	}
+	if mask&MaskTimeout != 0 {
+		t.Timeout = a.Timeout
+	}
+	if mask&MaskRetryCnt != 0 {
+		t.RetryCnt = a.RetryCnt
+		q.comp.retryLeft = a.RetryCnt
+	}
+	if mask&MaskRNRRetry != 0 {
+		t.RNRRetry = a.RNRRetry
+		q.comp.rnrLeft = a.RNRRetry
+	}
+	if mask&MaskRQPSN != 0 {
+		t.RQPSN = a.RQPSN
+		q.resp.epsn = a.RQPSN
+	}
+	if mask&MaskSQPSN != 0 {
+		t.SQPSN = a.SQPSN
+	}
+	if mask&MaskMaxQPRdAtomic != 0 {
+		t.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if mask&MaskMaxDestRdAtomic != 0 {
+		t.MaxDestRdAtomic = a.MaxDestRdAtomic
+		q.resp.initResources(int(a.MaxDestRdAtomic))
+	}
+	if mask&MaskMinRNRTimer != 0 {
+		t.MinRNRTimer = a.MinRNRTimer
+	}
+	if mask&MaskDestQPN != 0 {
+		t.DestQPN = a.DestQPN
+	}
+}
+
+// stateDestroyed marks a destroyed QP (not an IBTA state).
+const stateDestroyed State = 0xFF
+
+// Destroy removes the QP from its device. Outstanding work requests are
+// discarded without completions; no completion for this QP is pushed after
+// Destroy returns.
+func (q *QP) Destroy() error {
+	q.mu.Lock()
+	if q.state == stateDestroyed {
+		q.mu.Unlock()
+		return fmt.Errorf("qp %#x: destroy: %w", q.qpn, ErrDestroyed)
+	}
+	q.dev.RemoveQP(q.qpn)
+	q.stopTimers()
+	q.sq.clear()
+	q.rq.clear()
+	q.state = stateDestroyed
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *QP) stopTimers() {
+	q.dev.Timers().Stop(&q.retryTm)
+	q.dev.Timers().Stop(&q.rnrTm)
+}
+
+// reset discards all work and protocol state without completions (→RESET).
+func (q *QP) reset() {
+	q.stopTimers()
+	q.sq.clear()
+	q.rq.clear()
+	q.req = requester{}
+	q.comp = completer{}
+	q.resp.reset()
+	q.state = Reset
+	cap := q.attr.Cap
+	q.attr = Attr{Cap: cap, PathMTU: rocev2.MTU256}
+	q.mtu = rocev2.MTU256.Bytes()
+}
+
+// enterError moves the QP to ERR and completes every outstanding work
+// request, signaled or not, exactly once with WR_FLUSH_ERR.
+func (q *QP) enterError() {
+	if q.state == Err {
+		return
+	}
+	q.state = Err
+	q.stopTimers()
+	q.flushSQ()
+	q.flushRQ()
+	if q.onEvt != nil {
+		q.onEvt(Event{Type: EventQPFatal, QPN: q.qpn})
+	}
+}
+
+func (q *QP) flushSQ() {
+	for q.sq.head != q.sq.tail {
+		w := q.sq.at(q.sq.head)
+		st := cq.WRFlushErr
+		if w.state == wqeDone && w.status != cq.Success {
+			st = w.status
+		}
+		if w.state == wqeDone && w.status == cq.Success {
+			q.retire(w, cq.Success)
+		} else {
+			q.retire(w, st)
+		}
+		q.sq.head++
+	}
+	q.sq.req = q.sq.head
+}
+
+func (q *QP) flushRQ() {
+	if q.resp.rwqe != nil {
+		q.resp.rwqe = nil // already counted in the ring; flushed below
+	}
+	for q.rq.head != q.rq.tail {
+		w := q.rq.at(q.rq.head)
+		wc := cq.WC{WRID: w.wrid, Entry: w.entry, Status: cq.WRFlushErr, Opcode: cq.OpRecv, QPNum: q.qpn}
+		q.pushRecv(&wc, false)
+		q.rq.head++
+	}
+}
+
+// fatal completes w with an error status and moves the QP to ERR.
+func (q *QP) fatal(w *sendWQE, st cq.Status) {
+	if w != nil {
+		w.state, w.status = wqeDone, st
+	}
+	q.enterError()
+}
+
+func (q *QP) pushSend(wc *cq.WC) {
+	if err := q.sendCQ.Push(wc, false); err != nil {
+		q.cqError(err)
+	}
+}
+
+func (q *QP) pushRecv(wc *cq.WC, solicited bool) {
+	if err := q.recvCQ.Push(wc, solicited); err != nil {
+		q.cqError(err)
+	}
+}
+
+func (q *QP) cqError(err error) {
+	if q.onEvt != nil {
+		q.onEvt(Event{Type: EventCQError, QPN: q.qpn, Err: err})
+	}
+	if q.state != Err {
+		q.state = Err // the completions that follow would be lost: stop here
+		q.stopTimers()
+		if q.onEvt != nil {
+			q.onEvt(Event{Type: EventQPFatal, QPN: q.qpn, Err: err})
+		}
+	}
+}
+
+// ackTimeout returns the local ACK timeout, 4.096 µs × 2^timeout (0: none).
+func (q *QP) ackTimeout() time.Duration {
+	if q.attr.Timeout == 0 {
+		return 0
+	}
+	return time.Duration(4096<<q.attr.Timeout) * time.Nanosecond
+}
+
+// HandlePacket is called by the device's receive loop for each packet
+// addressed to this QP.
+func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *device.TxBatch) {
+	op := pkt.Opcode()
+	if op.Transport() != rocev2.TransportRC {
+		q.dev.Counters.RcvdWrongQPType.Add(1)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case op.Is(rocev2.OpRequest):
+		if q.state != RTR && q.state != RTS && q.state != SQD {
+			q.dev.Counters.RcvdQPStateDrop.Add(1)
+			return
+		}
+		q.respond(pkt, tx)
+	case op.Is(rocev2.OpResponse):
+		if q.state != RTS && q.state != SQD {
+			q.dev.Counters.RcvdQPStateDrop.Add(1)
+			return
+		}
+		// The window may have moved, a gate opened or a retry begun:
+		// send what can go now, and send it before anything else can, to
+		// keep this QP's packets in PSN order.
+		q.complete(pkt, tx)
+		sent := q.req.sent
+		q.runRequester(tx)
+		if q.req.sent != sent {
+			tx.Flush()
+		}
+	}
+}
+
+// RandomPSN returns a random 24-bit PSN, as applications choose initial PSNs.
+func RandomPSN() rocev2.PSN { return rocev2.PSN(rand.Uint32() & rocev2.PSNMask) }

@@ -1,0 +1,273 @@
+package qp
+
+// The requester turns send WQEs into packets:
+//
+//  1. Take the WQE at sq.req. Local operations (LOCAL_INV) run at once.
+//  2. Gate it: a FENCE waits for every earlier WQE to complete, READ and
+//     atomics need an ORD credit (max_rd_atomic), and no more than
+//     maxUnackedPSNs PSNs may be in flight.
+//  3. On its first packet the WQE gets its PSN span: one PSN per packet for
+//     SEND/WRITE (payload cut at the path MTU), one per expected response
+//     packet for READ, one for an atomic.
+//  4. Build each packet straight into the TxBatch; AckReq goes on the last
+//     packet of a message and at least every maxPktsPerAck packets.
+//  5. Arm the retransmit timer. The completer rewinds nextPkt and sq.req for
+//     go-back-N; packets are then rebuilt from the WQE, not kept.
+
+import (
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+)
+
+// requester is the send side's PSN state.
+type requester struct {
+	psn      rocev2.PSN // PSN of the next packet
+	maxSent  rocev2.PSN // highest PSN sent + 1: below it a send is a retransmission
+	sinceAck int        // packets sent since the last AckReq
+	ordInUse int        // READ/atomic WQEs started and not completed
+	rnrWait  bool       // an RNR NAK's timer is running: send nothing
+	sent     uint64     // packets built: did the requester send anything?
+	fields   rocev2.Fields
+	started  bool
+}
+
+func (r *requester) start(psn rocev2.PSN) {
+	r.psn, r.maxSent, r.started = psn, psn, true
+}
+
+// runRequester sends what the send queue, the window and the gates allow.
+func (q *QP) runRequester(tx *device.TxBatch) {
+	for q.sq.req != q.sq.tail {
+		if q.state != RTS && q.state != SQD {
+			return
+		}
+		if q.req.rnrWait {
+			return
+		}
+		w := q.sq.at(q.sq.req)
+		if w.state == wqeDone { // a local op, already executed
+			q.sq.req++
+			continue
+		}
+		if q.state == SQD && w.nextPkt == 0 {
+			return // draining: stop at a message boundary
+		}
+		if !w.started {
+			if !q.startWQE(w) {
+				return
+			}
+			if w.state == wqeDone {
+				q.sq.req++
+				q.retireDone()
+				continue
+			}
+		}
+		if q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
+			return // window full: the next ACK calls us again
+		}
+		if !q.sendPacket(w, tx) {
+			return
+		}
+		if w.nextPkt == w.npkts {
+			w.state = wqePending
+			q.sq.req++
+		}
+	}
+	if q.state == SQD {
+		q.checkDrained()
+	}
+}
+
+// startWQE applies the gates and assigns the WQE its PSN span. It returns
+// false when the WQE must wait.
+func (q *QP) startWQE(w *sendWQE) bool {
+	if w.localErr != cq.Success {
+		q.fatal(w, w.localErr)
+		return false
+	}
+	if w.flags&SendFence != 0 && q.sq.req != q.sq.head {
+		return false
+	}
+	if w.op == WRLocalInv {
+		w.state, w.status, w.started = wqeDone, q.localInvalidate(w.imm), true
+		return true
+	}
+	if w.op.isReadLike() {
+		ord := int(q.attr.MaxRdAtomic)
+		if ord == 0 {
+			q.fatal(w, cq.LocQPOpErr) // max_rd_atomic 0: this QP may not issue READ/atomics
+			return false
+		}
+		if q.req.ordInUse >= ord {
+			return false
+		}
+	}
+	w.npkts = 1 // atomics, and zero-length messages
+	if !w.op.isAtomic() {
+		if n := (w.length + uint32(q.mtu) - 1) / uint32(q.mtu); n > 1 {
+			w.npkts = n
+		}
+	}
+	if q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
+		return false
+	}
+	w.started = true
+	w.firstPSN = q.req.psn
+	w.lastPSN = q.req.psn.Add(w.npkts - 1)
+	if w.op.isReadLike() {
+		q.req.ordInUse++
+	}
+	return true
+}
+
+// localInvalidate runs LOCAL_INV on rkey.
+func (q *QP) localInvalidate(key uint32) cq.Status {
+	mr, _ := q.dev.LookupKey(key)
+	if mr == nil || mr.PD() != q.pd {
+		return cq.LocProtErr
+	}
+	mr.Invalidate()
+	return cq.Success
+}
+
+// sendPacket builds and queues the WQE's next packet. It returns false on a
+// local error (the QP is then in ERR).
+func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
+	k := w.nextPkt
+	psn := w.firstPSN.Add(k)
+	f := &q.req.fields
+	*f = rocev2.Fields{PKey: 0xffff, DestQP: q.attr.DestQPN, PSN: psn}
+	mtu := uint32(q.mtu)
+	var payload uint32
+	first, last := k == 0, k == w.npkts-1
+
+	switch {
+	case w.op == WRRDMARead:
+		f.Opcode = rocev2.RCReadRequest
+		f.VA = w.raddr + uint64(k)*uint64(mtu)
+		f.RKey = w.rkey
+		f.Len = w.length - k*mtu
+		if w.length == 0 {
+			f.Len = 0
+		}
+		f.AckReq = true
+		w.nextPkt = w.npkts
+	case w.op.isAtomic():
+		f.Opcode = rocev2.RCFetchAdd
+		f.SwapAdd = w.compareAdd
+		if w.op == WRAtomicCmpAndSwp {
+			f.Opcode = rocev2.RCCompareSwap
+			f.SwapAdd, f.Compare = w.swap, w.compareAdd
+		}
+		f.VA, f.RKey = w.raddr, w.rkey
+		f.AckReq = true
+		w.nextPkt = 1
+	default:
+		payload = min(mtu, w.length-k*mtu)
+		f.Opcode = dataOpcode(w.op, first, last)
+		if f.Opcode.Has(rocev2.HdrRETH) {
+			f.VA, f.RKey, f.Len = w.raddr, w.rkey, w.length
+		}
+		if f.Opcode.Has(rocev2.HdrImmDt) {
+			f.Imm = w.imm
+		}
+		if f.Opcode.Has(rocev2.HdrIETH) {
+			f.InvRKey = w.imm
+		}
+		f.SE = last && w.flags&SendSolicited != 0 && (w.op.isSend() || w.op == WRRDMAWriteWithImm)
+		f.AckReq = last || q.req.sinceAck+1 >= maxPktsPerAck
+		w.nextPkt++
+	}
+
+	buf, err := f.AppendHeaders(tx.Buffer(), int(payload))
+	if err != nil {
+		q.fatal(w, cq.LocQPOpErr)
+		return false
+	}
+	if payload > 0 {
+		start := len(buf)
+		buf = buf[:start+int(payload)]
+		if w.isInline {
+			copy(buf[start:], w.inline[k*mtu:])
+		} else {
+			c := sglCursor{sgl: w.sgl, mrs: w.mrs}
+			c.seek(uint64(k) * uint64(mtu))
+			if c.gather(q.pd, buf[start:]) != nil {
+				q.fatal(w, cq.LocProtErr) // the region went away under us
+				return false
+			}
+		}
+	}
+	buf = rocev2.AppendTrailer(buf, int(payload))
+	tx.Commit(buf, q.raddr)
+	q.req.sent++
+	if q.trace != nil {
+		q.trace("tx %v psn %#x", f.Opcode, psn)
+	}
+
+	if f.AckReq {
+		q.req.sinceAck = 0
+	} else {
+		q.req.sinceAck++
+	}
+	if first && (w.op.isWrite() || w.op.isReadLike()) {
+		q.dev.Counters.RDMASends.Add(1)
+	}
+	next := psn.Add(1)
+	if w.op == WRRDMARead {
+		next = w.lastPSN.Add(1)
+	}
+	if psn.Before(q.req.maxSent) {
+		q.dev.Counters.RetransmittedPkts.Add(1)
+	}
+	if next.After(q.req.maxSent) {
+		q.req.maxSent = next
+	}
+	q.req.psn = next
+	if d := q.ackTimeout(); d > 0 {
+		q.dev.Timers().Reset(&q.retryTm, d)
+	}
+	return true
+}
+
+// dataOpcode picks the RC opcode of a SEND/WRITE packet by its place.
+func dataOpcode(op WROpcode, first, last bool) rocev2.Opcode {
+	type pos struct{ first, middle, last, only rocev2.Opcode }
+	var p pos
+	switch op {
+	case WRSend:
+		p = pos{rocev2.RCSendFirst, rocev2.RCSendMiddle, rocev2.RCSendLast, rocev2.RCSendOnly}
+	case WRSendWithImm:
+		p = pos{rocev2.RCSendFirst, rocev2.RCSendMiddle, rocev2.RCSendLastImm, rocev2.RCSendOnlyImm}
+	case WRSendWithInv:
+		p = pos{rocev2.RCSendFirst, rocev2.RCSendMiddle, rocev2.RCSendLastInv, rocev2.RCSendOnlyInv}
+	case WRRDMAWrite:
+		p = pos{rocev2.RCWriteFirst, rocev2.RCWriteMiddle, rocev2.RCWriteLast, rocev2.RCWriteOnly}
+	case WRRDMAWriteWithImm:
+		p = pos{rocev2.RCWriteFirst, rocev2.RCWriteMiddle, rocev2.RCWriteLastImm, rocev2.RCWriteOnlyImm}
+	}
+	switch {
+	case first && last:
+		return p.only
+	case first:
+		return p.first
+	case last:
+		return p.last
+	}
+	return p.middle
+}
+
+// checkDrained raises SQ_DRAINED once an SQD QP has nothing in flight.
+func (q *QP) checkDrained() {
+	if q.sqdSent || q.req.psn != q.comp.psn {
+		return
+	}
+	if q.sq.req != q.sq.tail && q.sq.at(q.sq.req).nextPkt != 0 {
+		return
+	}
+	q.sqdSent = true
+	if q.onEvt != nil {
+		q.onEvt(Event{Type: EventSQDrained, QPN: q.qpn})
+	}
+}

@@ -1,0 +1,98 @@
+package device
+
+import (
+	"sync/atomic"
+
+	"github.com/goroce/goroce/rocev2"
+)
+
+// Counters are the device's hardware-style counters, named like rxe's
+// (rxe_hw_counters.c) so that dashboards and diff scripts carry over, plus
+// goroce's per-reason drop counters. All fields are updated atomically.
+type Counters struct {
+	SentPkts             atomic.Uint64 // sent_pkts
+	RcvdPkts             atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP
+	DuplicateRequest     atomic.Uint64 // duplicate_request
+	OutOfSeqRequest      atomic.Uint64 // out_of_seq_request
+	RcvdRNRErr           atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
+	SendRNRErr           atomic.Uint64 // send_rnr_err: RNR NAKs sent
+	RcvdSeqErr           atomic.Uint64 // rcvd_seq_err: PSN-sequence NAKs received
+	AckDeferred          atomic.Uint64 // ack_deferred
+	RetryExceededErr     atomic.Uint64 // retry_exceeded_err
+	RetryRNRExceededErr  atomic.Uint64 // retry_rnr_exceeded_err
+	CompleterRetryErr    atomic.Uint64 // completer_retry_err: retransmissions started
+	SendErr              atomic.Uint64 // send_err
+	LinkDowned           atomic.Uint64 // link_downed
+	RDMASends            atomic.Uint64 // rdma_sends: RDMA WRITE/READ/atomic requests sent
+	RDMARecvs            atomic.Uint64 // rdma_recvs: RDMA WRITE/READ/atomic requests served
+	RetransmittedPkts    atomic.Uint64 // retransmitted_pkts
+	SentNAKs             atomic.Uint64 // sent_naks: NAKs of any kind sent
+	RcvdNAKs             atomic.Uint64 // rcvd_naks: NAKs of any kind received
+	RcvdICRCIDInferred   atomic.Uint64 // rcvd_icrc_id_inferred: IPv4 ICRC verified with an inferred IP ID
+	RcvdICRCUnverifiable atomic.Uint64 // rcvd_icrc_unverifiable: accepted without an ICRC check
+	RcvdUnknownQP        atomic.Uint64 // rcvd_unknown_qp: no QP with that number
+	RcvdWrongQPType      atomic.Uint64 // rcvd_wrong_qp_type: opcode of another transport
+	RcvdPKeyErr          atomic.Uint64 // rcvd_pkey_err
+	RcvdQPStateDrop      atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
+	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
+	Dropped [rocev2.NumParseErrors]atomic.Uint64
+}
+
+// Counter is one named counter value.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Snapshot returns every counter with its rxe-style name, in a stable order.
+// Per-reason drop counters that share a name are summed.
+func (c *Counters) Snapshot() []Counter {
+	out := []Counter{
+		{"sent_pkts", c.SentPkts.Load()},
+		{"rcvd_pkts", c.RcvdPkts.Load()},
+		{"duplicate_request", c.DuplicateRequest.Load()},
+		{"out_of_seq_request", c.OutOfSeqRequest.Load()},
+		{"rcvd_rnr_err", c.RcvdRNRErr.Load()},
+		{"send_rnr_err", c.SendRNRErr.Load()},
+		{"rcvd_seq_err", c.RcvdSeqErr.Load()},
+		{"ack_deferred", c.AckDeferred.Load()},
+		{"retry_exceeded_err", c.RetryExceededErr.Load()},
+		{"retry_rnr_exceeded_err", c.RetryRNRExceededErr.Load()},
+		{"completer_retry_err", c.CompleterRetryErr.Load()},
+		{"send_err", c.SendErr.Load()},
+		{"link_downed", c.LinkDowned.Load()},
+		{"rdma_sends", c.RDMASends.Load()},
+		{"rdma_recvs", c.RDMARecvs.Load()},
+		{"retransmitted_pkts", c.RetransmittedPkts.Load()},
+		{"sent_naks", c.SentNAKs.Load()},
+		{"rcvd_naks", c.RcvdNAKs.Load()},
+		{"rcvd_icrc_id_inferred", c.RcvdICRCIDInferred.Load()},
+		{"rcvd_icrc_unverifiable", c.RcvdICRCUnverifiable.Load()},
+		{"rcvd_unknown_qp", c.RcvdUnknownQP.Load()},
+		{"rcvd_wrong_qp_type", c.RcvdWrongQPType.Load()},
+		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},
+		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
+	}
+	idx := map[string]int{}
+	for _, e := range rocev2.ParseErrors {
+		name := e.CounterName()
+		v := c.Dropped[e].Load()
+		if i, ok := idx[name]; ok {
+			out[i].Value += v
+			continue
+		}
+		idx[name] = len(out)
+		out = append(out, Counter{name, v})
+	}
+	return out
+}
+
+// Get returns the value of the named counter and whether it exists.
+func (c *Counters) Get(name string) (uint64, bool) {
+	for _, e := range c.Snapshot() {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return 0, false
+}

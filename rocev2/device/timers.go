@@ -1,0 +1,158 @@
+package device
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// Timers is the device's single timer source: one goroutine and one
+// time.Timer serve every QP's retransmit and RNR timers, however many there
+// are. A Timer is embedded in its owner (no allocation per arm), and moving
+// a deadline later — what every ACK does to the retransmit timer — only
+// updates a field: the entry is re-queued when its old deadline comes up.
+type Timers struct {
+	mu      sync.Mutex
+	q       timerHeap
+	wake    *time.Timer
+	wakeAt  time.Time
+	kick    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+// Timer is one resettable timer. Fn runs on the timer goroutine; it must not
+// block for long.
+type Timer struct {
+	Fn       func()
+	deadline time.Time // zero when stopped; guarded by Timers.mu
+	queuedAt time.Time // the heap key while queued
+	index    int       // heap index, -1 when not queued
+}
+
+// NewTimers starts the timer goroutine. Stop ends it.
+func NewTimers() *Timers {
+	t := &Timers{
+		wake:    time.NewTimer(time.Hour),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	t.wake.Stop()
+	go t.run()
+	return t
+}
+
+// Init prepares a Timer that calls fn when it fires.
+func (tm *Timer) Init(fn func()) { tm.Fn, tm.index = fn, -1 }
+
+// Reset arms tm to fire after d (replacing any earlier deadline).
+func (t *Timers) Reset(tm *Timer, d time.Duration) {
+	when := time.Now().Add(d)
+	t.mu.Lock()
+	tm.deadline = when
+	switch {
+	case tm.index < 0:
+		tm.queuedAt = when
+		heap.Push(&t.q, tm)
+	case when.Before(tm.queuedAt):
+		tm.queuedAt = when
+		heap.Fix(&t.q, tm.index)
+	default:
+		// Later than queued: leave it; it is re-queued when it comes up.
+	}
+	kick := t.wakeAt.IsZero() || t.q[0].queuedAt.Before(t.wakeAt)
+	t.mu.Unlock()
+	if kick {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stop disarms tm. A Fn already running is not waited for.
+func (t *Timers) Stop(tm *Timer) {
+	t.mu.Lock()
+	tm.deadline = time.Time{}
+	if tm.index >= 0 {
+		heap.Remove(&t.q, tm.index)
+	}
+	t.mu.Unlock()
+}
+
+// Armed reports whether tm has a deadline.
+func (t *Timers) Armed(tm *Timer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !tm.deadline.IsZero()
+}
+
+// Close stops the goroutine and waits for it.
+func (t *Timers) Close() {
+	select {
+	case <-t.done:
+	default:
+		close(t.done)
+	}
+	<-t.stopped
+}
+
+func (t *Timers) run() {
+	defer close(t.stopped)
+	var due []*Timer
+	for {
+		select {
+		case <-t.done:
+			t.wake.Stop()
+			return
+		case <-t.kick:
+		case <-t.wake.C:
+		}
+		due = due[:0]
+		now := time.Now()
+		t.mu.Lock()
+		for len(t.q) > 0 && !t.q[0].queuedAt.After(now) {
+			tm := t.q[0]
+			if tm.deadline.After(now) { // moved later: re-queue at the real deadline
+				tm.queuedAt = tm.deadline
+				heap.Fix(&t.q, 0)
+				continue
+			}
+			heap.Pop(&t.q)
+			tm.deadline = time.Time{}
+			due = append(due, tm)
+		}
+		t.wakeAt = time.Time{}
+		if len(t.q) > 0 {
+			t.wakeAt = t.q[0].queuedAt
+			t.wake.Reset(t.wakeAt.Sub(now))
+		}
+		t.mu.Unlock()
+		for _, tm := range due {
+			tm.Fn()
+		}
+	}
+}
+
+type timerHeap []*Timer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].queuedAt.Before(h[j].queuedAt) }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *timerHeap) Push(x any) {
+	tm := x.(*Timer)
+	tm.index = len(*h)
+	*h = append(*h, tm)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	tm := old[len(old)-1]
+	old[len(old)-1] = nil
+	tm.index = -1
+	*h = old[:len(old)-1]
+	return tm
+}
