@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/rocev2/memlink"
+	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // node is one side of a test connection: a device with a PD, a CQ shared by
@@ -40,6 +41,7 @@ type pairConfig struct {
 	sigAll    bool
 	maxRd     uint8
 	noConnect bool
+	udp       bool // real UDP sockets on 127.0.0.1 and 127.0.0.2 instead of memlink
 }
 
 func (c *pairConfig) defaults() {
@@ -63,19 +65,25 @@ func (c *pairConfig) defaults() {
 	}
 }
 
-var testPort uint16 = 4791
-
 // newPair builds two connected RC QPs on an in-memory network.
 func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 	t.Helper()
 	cfg.defaults()
 	network := memlink.NewNetwork()
 	mk := func(addr string) *node {
-		be, err := network.Attach(netip.MustParseAddrPort(addr))
-		require.NoError(t, err)
-		var backend rocev2.Backend = be
+		var backend rocev2.Backend
+		if cfg.udp {
+			ap := netip.MustParseAddrPort(addr)
+			be, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(ap.Addr(), 0)})
+			require.NoError(t, err)
+			backend = be
+		} else {
+			be, err := network.Attach(netip.MustParseAddrPort(addr))
+			require.NoError(t, err)
+			backend = be
+		}
 		if cfg.wrap != nil {
-			backend = cfg.wrap(be)
+			backend = cfg.wrap(backend)
 		}
 		dev, err := device.New(device.Config{Backend: backend})
 		require.NoError(t, err)

@@ -32,10 +32,18 @@ func splitSGL(nd *node, off, n int) []SGE {
 }
 
 func TestRCOperationsBySize(t *testing.T) {
-	const mtu = 1024
+	t.Run("memlink", func(t *testing.T) { testOperationsBySize(t, pairConfig{mtu: rocev2.MTU1024}) })
+	t.Run("udp", func(t *testing.T) { testOperationsBySize(t, pairConfig{mtu: rocev2.MTU4096, udp: true}) })
+}
+
+// testOperationsBySize runs every data operation with sizes around the MTU
+// and a multi-megabyte one, with scatter/gather lists on both sides.
+func testOperationsBySize(t *testing.T, cfg pairConfig) {
+	mtu := cfg.mtu.Bytes()
 	sizes := []int{0, 1, mtu - 1, mtu, mtu + 1, 5*mtu + 3, 3 << 20}
 	ops := []WROpcode{WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead}
-	a, b := newPair(t, pairConfig{mtu: rocev2.MTU1024, bufSize: 2*(3<<20) + 64})
+	cfg.bufSize = 2*(3<<20) + 64
+	a, b := newPair(t, cfg)
 	half := len(a.buf) / 2
 	for _, op := range ops {
 		for _, size := range sizes {
@@ -81,6 +89,11 @@ func TestRCOperationsBySize(t *testing.T) {
 						assert.Equal(t, cq.OpRecvRDMAWithImm, rw[0].Opcode)
 					}
 				}
+				// The responder's device wrote (or read) b.buf on its own
+				// goroutine; a SEND it completes orders that before our
+				// look at b.buf (over UDP, no Go synchronisation links the
+				// requester's completion to the responder's loop).
+				barrier(t, a, b)
 				if op == WRRDMARead {
 					require.True(t, bytes.Equal(b.buf[:size], a.buf[half:half+size]), "READ data differs")
 				} else {
@@ -94,6 +107,19 @@ func TestRCOperationsBySize(t *testing.T) {
 	}
 	assert.Zero(t, a.dev.Counters.RetransmittedPkts.Load(), "no loss, no retransmission")
 	assert.Zero(t, b.dev.Counters.SentNAKs.Load())
+}
+
+// barrier sends a zero-length SEND from a to b and waits for both
+// completions: everything b's device did for a before it happened-before the
+// return.
+func barrier(t *testing.T, a, b *node) {
+	t.Helper()
+	_, err := b.qp.PostRecv([]RecvWR{{WRID: 0xba}})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]SendWR{{WRID: 0xba, Opcode: WRSend, Flags: SendSignaled}})
+	require.NoError(t, err)
+	require.Equal(t, cq.Success, waitWCs(t, a.cq, 1, wait)[0].Status)
+	require.Equal(t, cq.Success, waitWCs(t, b.cq, 1, wait)[0].Status)
 }
 
 func allZero(b []byte) bool {
