@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxDepth is the largest CQ goroce creates (rxe's max_cqe).
@@ -38,6 +39,16 @@ type CQ struct {
 	onEvent  func()
 	onAsync  func(error)
 	overruns uint64
+
+	// progress holds the progress functions of the devices whose QPs use
+	// this CQ (see AttachProgress); Poll calls them when it finds nothing.
+	progress atomic.Pointer[[]progressFn]
+	progMu   sync.Mutex // serializes AttachProgress
+}
+
+type progressFn struct {
+	key any
+	fn  func() bool
 }
 
 type armState uint8
@@ -90,8 +101,44 @@ func (c *CQ) Err() error {
 }
 
 // Poll moves up to len(wcs) completions, oldest first, into wcs and returns
-// how many. It never blocks and never allocates.
+// how many. It never blocks and never allocates. When the CQ is empty it
+// first lets the attached devices handle packets that have arrived, on this
+// goroutine, so a busy-polling application makes progress by itself.
 func (c *CQ) Poll(wcs []WC) int {
+	if n := c.poll(wcs); n > 0 || len(wcs) == 0 {
+		return n
+	}
+	if p := c.progress.Load(); p != nil {
+		worked := false
+		for _, f := range *p {
+			worked = f.fn() || worked
+		}
+		if worked {
+			return c.poll(wcs)
+		}
+	}
+	return 0
+}
+
+// AttachProgress registers fn (a device's Progress) to be called by Poll on
+// an empty CQ; key identifies the device, so attaching twice is harmless.
+func (c *CQ) AttachProgress(key any, fn func() bool) {
+	c.progMu.Lock()
+	defer c.progMu.Unlock()
+	var list []progressFn
+	if p := c.progress.Load(); p != nil {
+		for _, f := range *p {
+			if f.key == key {
+				return
+			}
+		}
+		list = append(list, *p...)
+	}
+	list = append(list, progressFn{key, fn})
+	c.progress.Store(&list)
+}
+
+func (c *CQ) poll(wcs []WC) int {
 	c.mu.Lock()
 	n := min(len(wcs), c.count)
 	for i := 0; i < n; i++ {

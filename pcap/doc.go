@@ -13,6 +13,10 @@
 // Writer records frames (or RoCEv2 packets of a UDP socket backend, framed
 // in synthesised Ethernet/IP/UDP headers) as pcapng with per-packet
 // direction and comments, or as classic pcap; Reader reads either back.
+// Tap wraps any rocev2.Backend and records every packet it sends and
+// receives through a Writer, so that a device is captured without hooks in
+// the device or its queue pairs (gVisor's sniffer endpoint works the same
+// way).
 //
 // gopacket stays out of the data path: only this package (and tests) import
 // it. The layers reuse the rocev2 header views rather than parsing again.

@@ -73,6 +73,12 @@ func (q *QP) complete(pkt *rocev2.Packet, tx *device.TxBatch) bool {
 		through = psn
 	}
 	progress := q.ackThrough(through)
+	if progress {
+		// Something was acknowledged: the peer is alive and answering, so
+		// the retry budget starts over (before a NAK in this same packet
+		// takes from it).
+		q.comp.retryLeft, q.comp.rnrLeft = q.attr.RetryCnt, q.attr.RNRRetry
+	}
 
 	switch {
 	case op == rocev2.RCAcknowledge:
@@ -110,9 +116,9 @@ func (q *QP) complete(pkt *rocev2.Packet, tx *device.TxBatch) bool {
 	}
 	if progress {
 		q.comp.retryLeft, q.comp.rnrLeft = q.attr.RetryCnt, q.attr.RNRRetry
-		if q.comp.retryActive && !q.comp.psn.Before(q.comp.retryEnd) {
-			q.comp.retryActive = false
-		}
+	}
+	if q.comp.retryActive && !q.comp.psn.Before(q.comp.retryEnd) {
+		q.comp.retryActive = false // everything sent before the rewind is acknowledged
 	}
 	q.rearmRetryTimer()
 	return progress
@@ -189,8 +195,9 @@ func (q *QP) onReadResponse(pkt *rocev2.Packet, psn rocev2.PSN) bool {
 	}
 	op := pkt.Opcode()
 	last := psn == w.lastPSN
+	chunkEnd := k+1 == readChunk(k, w.npkts)
 	data := pkt.Payload()
-	if uint32(len(data)) != want || last != op.Is(rocev2.OpLast) {
+	if uint32(len(data)) != want || chunkEnd != op.Is(rocev2.OpLast) {
 		q.fatal(w, cq.BadRespErr)
 		return false
 	}
@@ -203,9 +210,12 @@ func (q *QP) onReadResponse(pkt *rocev2.Packet, psn rocev2.PSN) bool {
 		}
 	}
 	q.comp.psn = psn.Add(1)
+	if chunkEnd && k/readChunkPkts == w.chunksDone {
+		q.req.ordInUse-- // the chunk's request is answered in full
+		w.chunksDone++
+	}
 	if last {
 		w.state, w.status = wqeDone, cq.Success
-		q.req.ordInUse--
 		q.retireHead()
 	}
 	return true

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -43,7 +44,11 @@ func TestRCUnderFaults(t *testing.T) {
 			seed := uint64(len(tc.name))
 			var injectors []*faulty.Backend
 			cfg := pairConfig{
-				mtu: rocev2.MTU1024, bufSize: 8 << 20, depth: 256, timeout: 10, retry: 7, rnrRetry: 7, rnrTimer: 1,
+				// A 67 ms local ACK timeout (as rc_pingpong uses): shorter ones make a slow
+				// receiver (this runs under -race, beside other tests) look
+				// like loss, and retries that pile onto its backlog exhaust
+				// retry_cnt without any packet being lost.
+				mtu: rocev2.MTU1024, bufSize: 8 << 20, depth: 256, timeout: 14, retry: 7, rnrRetry: 7, rnrTimer: 1,
 				wrap: func(b rocev2.Backend) rocev2.Backend {
 					c := tc.cfg
 					seed++
@@ -54,28 +59,43 @@ func TestRCUnderFaults(t *testing.T) {
 				},
 			}
 			a, b := newPair(t, cfg)
-			var events []string
-			a.qp.mu.Lock()
-			a.qp.trace = func(format string, args ...any) {
-				events = append(events, fmt.Sprintf(format, args...))
-				if len(events) > 4000 {
-					events = events[2000:]
-				}
+			// Transport events, formatted only if the test fails.
+			type event struct {
+				at     time.Time
+				format string
+				args   []any
 			}
-			a.qp.mu.Unlock()
-			defer func() {
-				if t.Failed() {
-					a.qp.mu.Lock()
-					for _, e := range events[max(0, len(events)-150):] {
-						t.Log(e)
+			traces := map[string]*[]event{}
+			for name, n := range map[string]*node{"a": a, "b": b} {
+				ev := new([]event)
+				traces[name] = ev
+				n.qp.mu.Lock()
+				n.qp.trace = func(format string, args ...any) {
+					*ev = append(*ev, event{time.Now(), format, args})
+					if len(*ev) > 8000 {
+						*ev = append((*ev)[:0], (*ev)[4000:]...)
 					}
-					a.qp.mu.Unlock()
+				}
+				n.qp.mu.Unlock()
+			}
+			defer func() {
+				if !t.Failed() {
+					return
+				}
+				for name, n := range map[string]*node{"a": a, "b": b} {
+					n.qp.mu.Lock()
+					ev := *traces[name]
+					for _, e := range ev[max(0, len(ev)-400):] {
+						t.Log(name, e.at.Format("05.000000"), fmt.Sprintf(e.format, e.args...))
+					}
+					n.qp.mu.Unlock()
 				}
 			}()
 			runMixedWorkload(t, a, b, ops, seed)
 			for _, f := range injectors {
 				t.Logf("faults: %+v", f.Stats())
 			}
+			t.Logf("memlink: %+v", a.net.Stats())
 			t.Logf("requester: retransmitted %d, retries %d, seq NAKs %d; responder: duplicates %d, out of seq %d",
 				a.dev.Counters.RetransmittedPkts.Load(), a.dev.Counters.CompleterRetryErr.Load(),
 				a.dev.Counters.RcvdSeqErr.Load(), b.dev.Counters.DuplicateRequest.Load(), b.dev.Counters.OutOfSeqRequest.Load())
@@ -239,6 +259,9 @@ func runMixedWorkload(t *testing.T, a, b *node, ops int, seed uint64) {
 			require.True(t, time.Now().Before(deadline), "stalled: %d sends, %d receives done; a %v b %v",
 				len(sendGot), len(recvGot), a.qp.State(), b.qp.State())
 			if a.qp.State() != RTS {
+				t.Logf("memlink: %+v", a.net.Stats())
+				buf := make([]byte, 1<<20)
+				t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 				drain()
 				for _, wc := range sendGot {
 					if wc.Status != cq.Success {
@@ -254,6 +277,10 @@ func runMixedWorkload(t *testing.T, a, b *node, ops int, seed uint64) {
 		}
 	}
 	for len(sendGot) < ops || len(recvGot) < len(wantRecv) {
+		if !time.Now().Before(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		}
 		require.True(t, time.Now().Before(deadline), "stalled: %d/%d sends, %d/%d receives;\n%v\n%v",
 			len(sendGot), ops, len(recvGot), len(wantRecv), a.qp, b.qp)
 		drain()

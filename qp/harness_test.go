@@ -26,6 +26,7 @@ type node struct {
 	buf []byte
 	mr  *device.MR
 	psn rocev2.PSN
+	net *memlink.Network // nil over UDP
 }
 
 type pairConfig struct {
@@ -33,7 +34,7 @@ type pairConfig struct {
 	bufSize   int
 	depth     int
 	timeout   uint8 // local ACK timeout code
-	retry     uint8
+	retry     uint8 // 0 means 7
 	rnrRetry  uint8
 	rnrTimer  uint8
 	access    device.Access
@@ -63,6 +64,9 @@ func (c *pairConfig) defaults() {
 	if c.maxRd == 0 {
 		c.maxRd = 16
 	}
+	if c.retry == 0 {
+		c.retry = 7 // as applications set it; tests of exhaustion choose less
+	}
 }
 
 // newPair builds two connected RC QPs on an in-memory network.
@@ -89,6 +93,9 @@ func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 		require.NoError(t, err)
 		t.Cleanup(func() { dev.Close() })
 		n := &node{dev: dev, pd: dev.AllocPD(), buf: make([]byte, cfg.bufSize), psn: RandomPSN()}
+		if !cfg.udp {
+			n.net = network
+		}
 		n.cq, err = cq.New(4*cfg.depth+16, cq.Config{})
 		require.NoError(t, err)
 		n.mr, err = n.pd.RegisterMR(n.buf, cfg.access)

@@ -147,6 +147,8 @@ func Create(pd *device.PD, ia InitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	ia.SendCQ.AttachProgress(dev, dev.Progress)
+	ia.RecvCQ.AttachProgress(dev, dev.Progress)
 	q.qpn = qpn
 	return q, nil
 }

@@ -41,6 +41,10 @@ type sendWQE struct {
 	lastPSN  rocev2.PSN
 	npkts    uint32
 	nextPkt  uint32 // index of the next packet to send
+	// chunksSent counts the READ chunks (or the one atomic) whose request
+	// went out and took an ORD credit; chunksDone those answered in full.
+	chunksSent uint32
+	chunksDone uint32
 }
 
 // sendQueue is a ring of send WQEs with three monotonically increasing

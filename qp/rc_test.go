@@ -69,7 +69,8 @@ func testOperationsBySize(t *testing.T, cfg pairConfig) {
 				require.NoError(t, err)
 
 				wcs := waitWCs(t, a.cq, 1, wait)
-				require.Equal(t, cq.Success, wcs[0].Status, "%+v", wcs[0])
+				require.Equal(t, cq.Success, wcs[0].Status, "%+v\na: %v\nb: %v\n%v\n%v", wcs[0],
+					a.dev.Counters.Snapshot(), b.dev.Counters.Snapshot(), a.qp, b.qp)
 				assert.Equal(t, uint64(42), wcs[0].WRID)
 				assert.Equal(t, op.wcOpcode(), wcs[0].Opcode)
 				assert.Equal(t, uint32(size), wcs[0].ByteLen)
@@ -105,8 +106,14 @@ func testOperationsBySize(t *testing.T, cfg pairConfig) {
 			})
 		}
 	}
-	assert.Zero(t, a.dev.Counters.RetransmittedPkts.Load(), "no loss, no retransmission")
-	assert.Zero(t, b.dev.Counters.SentNAKs.Load())
+	if !cfg.udp {
+		// The in-memory link loses nothing; a retransmission would be
+		// the transport's own doing. (Over UDP under -race, a socket can
+		// overflow or a timer fire late: recovering is then correct.)
+		assert.Zero(t, a.dev.Counters.RetransmittedPkts.Load(), "no loss, no retransmission")
+		assert.Zero(t, b.dev.Counters.SentNAKs.Load())
+	}
+	t.Logf("retransmitted %d, NAKs sent %d", a.dev.Counters.RetransmittedPkts.Load(), b.dev.Counters.SentNAKs.Load())
 }
 
 // barrier sends a zero-length SEND from a to b and waits for both

@@ -25,7 +25,7 @@ type requester struct {
 	psn      rocev2.PSN // PSN of the next packet
 	maxSent  rocev2.PSN // highest PSN sent + 1: below it a send is a retransmission
 	sinceAck int        // packets sent since the last AckReq
-	ordInUse int        // READ/atomic WQEs started and not completed
+	ordInUse int        // READ/atomic requests on the wire, not yet answered in full
 	rnrWait  bool       // an RNR NAK's timer is running: send nothing
 	sent     uint64     // packets built: did the requester send anything?
 	fields   rocev2.Fields
@@ -94,12 +94,11 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		return true
 	}
 	if w.op.isReadLike() {
-		ord := int(q.attr.MaxRdAtomic)
-		if ord == 0 {
+		if q.attr.MaxRdAtomic == 0 {
 			q.fatal(w, cq.LocQPOpErr) // max_rd_atomic 0: this QP may not issue READ/atomics
 			return false
 		}
-		if q.req.ordInUse >= ord {
+		if !q.ordCredit() {
 			return false
 		}
 	}
@@ -115,10 +114,27 @@ func (q *QP) startWQE(w *sendWQE) bool {
 	w.started = true
 	w.firstPSN = q.req.psn
 	w.lastPSN = q.req.psn.Add(w.npkts - 1)
-	if w.op.isReadLike() {
-		q.req.ordInUse++
-	}
 	return true
+}
+
+// ordCredit reports whether one more READ/atomic request may go on the wire
+// (max_rd_atomic, the initiator depth).
+func (q *QP) ordCredit() bool { return q.req.ordInUse < int(q.attr.MaxRdAtomic) }
+
+// readChunkPkts is the most response packets one READ request asks for.
+// A larger READ goes out as several requests, each for a chunk of it, sent
+// as the window allows: the responder answers each with one burst, and
+// bounded bursts are what keep a multi-megabyte READ from overrunning the
+// receiver (nothing else paces READ responses). Each chunk is an IBTA READ
+// request of its own and takes an ORD credit.
+const readChunkPkts = 64
+
+// readChunk returns the packet index range [k, end) of the chunk holding
+// packet k of a READ of n packets. Chunk bounds are fixed, so a retry that
+// resumes inside a chunk asks for the rest of that same chunk, which the
+// responder recognises as a subrange of a request it already served.
+func readChunk(k, n uint32) (end uint32) {
+	return min((k/readChunkPkts+1)*readChunkPkts, n)
 }
 
 // localInvalidate runs LOCAL_INV on rkey.
@@ -131,8 +147,8 @@ func (q *QP) localInvalidate(key uint32) cq.Status {
 	return cq.Success
 }
 
-// sendPacket builds and queues the WQE's next packet. It returns false on a
-// local error (the QP is then in ERR).
+// sendPacket builds and queues the WQE's next packet. It returns false when
+// it cannot: a local error (the QP is then in ERR) or no ORD credit.
 func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 	k := w.nextPkt
 	psn := w.firstPSN.Add(k)
@@ -144,16 +160,28 @@ func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 
 	switch {
 	case w.op == WRRDMARead:
+		end := readChunk(k, w.npkts)
+		if k >= w.chunksSent*readChunkPkts { // a new chunk, not a retry of one
+			if !q.ordCredit() {
+				return false
+			}
+			q.req.ordInUse++
+			w.chunksSent++
+		}
 		f.Opcode = rocev2.RCReadRequest
 		f.VA = w.raddr + uint64(k)*uint64(mtu)
 		f.RKey = w.rkey
-		f.Len = w.length - k*mtu
-		if w.length == 0 {
-			f.Len = 0
-		}
+		f.Len = min(w.length, end*mtu) - k*mtu
 		f.AckReq = true
-		w.nextPkt = w.npkts
+		w.nextPkt = end
 	case w.op.isAtomic():
+		if w.chunksSent == 0 {
+			if !q.ordCredit() {
+				return false
+			}
+			q.req.ordInUse++
+			w.chunksSent = 1
+		}
 		f.Opcode = rocev2.RCFetchAdd
 		f.SwapAdd = w.compareAdd
 		if w.op == WRAtomicCmpAndSwp {
@@ -216,7 +244,7 @@ func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 	}
 	next := psn.Add(1)
 	if w.op == WRRDMARead {
-		next = w.lastPSN.Add(1)
+		next = w.firstPSN.Add(w.nextPkt)
 	}
 	if psn.Before(q.req.maxSent) {
 		q.dev.Counters.RetransmittedPkts.Add(1)

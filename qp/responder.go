@@ -75,6 +75,9 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 	r := &q.resp
 	psn := pkt.BTH().PSN()
 	op := pkt.Opcode()
+	if q.trace != nil {
+		q.trace("req %v psn %#x epsn %#x ackreq %v", op, psn, r.epsn, pkt.BTH().AckReq())
+	}
 
 	// CHK_PSN
 	if d := psn.Sub(r.epsn); d != 0 {
@@ -432,6 +435,9 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 			// same bytes, from this PSN's offset on.
 			off := uint64(psn.Sub(res.firstPSN)) * uint64(q.mtu)
 			if reth.VA() != res.va+off || uint64(reth.Len())+off != uint64(res.length) {
+				if q.trace != nil {
+					q.trace("dup READ psn %#x: does not match resource %#x-%#x", psn, res.firstPSN, res.lastPSN)
+				}
 				return
 			}
 			if res.mr != nil && !res.mr.Valid() {
@@ -440,6 +446,9 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 			q.sendReadResponses(res, psn, reth.VA(), reth.Len(), tx)
 			return
 		}
+		if q.trace != nil {
+			q.trace("dup READ psn %#x: no resource", psn)
+		}
 	case op.Is(rocev2.OpAtomic):
 		for i := range q.resp.res {
 			res := &q.resp.res[i]
@@ -447,6 +456,9 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 				q.sendAtomicAck(res, tx)
 				return
 			}
+		}
+		if q.trace != nil {
+			q.trace("dup atomic psn %#x: no resource", psn)
 		}
 	default:
 		// A SEND/WRITE we already executed: acknowledge again what we have,

@@ -88,3 +88,18 @@ func (s ICRCStatus) String() string {
 
 // ErrBackendClosed is returned by backends after Close.
 var ErrBackendClosed = errors.New("rocev2: backend closed")
+
+// Poller is implemented by backends that can receive without blocking.
+// With it, the device waits for readiness on its receive goroutine but
+// receives under a lock that any goroutine may take: an application that
+// busy-polls a CQ then drives the device itself (Device.Progress), instead
+// of waiting for the runtime to schedule the receive goroutine — which,
+// with every P spinning, can take a scheduler time slice (10 ms).
+type Poller interface {
+	// WaitReadable blocks until packets may be waiting (or the backend is
+	// closed: then it returns an error wrapping ErrBackendClosed).
+	WaitReadable() error
+	// TryReceive is Receive without blocking: it returns 0 when nothing
+	// is waiting.
+	TryReceive(pkts []Datagram) (n int, err error)
+}

@@ -68,6 +68,13 @@ type Device struct {
 	txFree   chan *TxBatch // idle TxBatches: a bounded free list that, unlike
 	// a sync.Pool, the GC does not empty, so batches are not reallocated
 
+	// The receive path's state, used by whoever holds rxMu: the receive
+	// goroutine, or with a Poller backend, a goroutine in Progress.
+	rxMu    sync.Mutex
+	rxBatch []rocev2.Datagram
+	rxPkt   rocev2.Packet
+	rxTx    *TxBatch
+
 	closeOnce sync.Once
 	rxDone    chan struct{}
 }
@@ -113,6 +120,8 @@ func New(cfg Config) (*Device, error) {
 	}
 	d.qps.init()
 	d.txFree = make(chan *TxBatch, 2*runtime.GOMAXPROCS(0)+2)
+	d.rxBatch = make([]rocev2.Datagram, d.batch)
+	d.rxTx = newTxBatch(d)
 	go d.receiveLoop()
 	return d, nil
 }
@@ -174,11 +183,22 @@ func (d *Device) Close() error {
 
 func (d *Device) receiveLoop() {
 	defer close(d.rxDone)
-	batch := make([]rocev2.Datagram, d.batch)
-	tx := newTxBatch(d)
-	var pkt rocev2.Packet
+	if p, ok := d.backend.(rocev2.Poller); ok {
+		for {
+			if err := p.WaitReadable(); err != nil {
+				if errors.Is(err, rocev2.ErrBackendClosed) {
+					return
+				}
+				d.Counters.LinkDowned.Add(1)
+				continue
+			}
+			d.rxMu.Lock()
+			d.pollLocked(p)
+			d.rxMu.Unlock()
+		}
+	}
 	for {
-		n, err := d.backend.Receive(batch)
+		n, err := d.backend.Receive(d.rxBatch)
 		if err != nil {
 			if errors.Is(err, rocev2.ErrBackendClosed) {
 				return
@@ -186,11 +206,49 @@ func (d *Device) receiveLoop() {
 			d.Counters.LinkDowned.Add(1)
 			continue
 		}
-		for i := range batch[:n] {
-			d.deliver(&batch[i], &pkt, tx)
-		}
-		tx.Flush()
+		d.rxMu.Lock()
+		d.deliverBatch(n)
+		d.rxMu.Unlock()
 	}
+}
+
+// pollLocked receives and handles everything waiting; it reports whether
+// there was anything. The caller holds rxMu.
+func (d *Device) pollLocked(p rocev2.Poller) bool {
+	any := false
+	for {
+		n, err := p.TryReceive(d.rxBatch)
+		if err != nil || n == 0 {
+			return any
+		}
+		any = true
+		d.deliverBatch(n)
+		if n < len(d.rxBatch) {
+			return any
+		}
+	}
+}
+
+func (d *Device) deliverBatch(n int) {
+	for i := range d.rxBatch[:n] {
+		d.deliver(&d.rxBatch[i], &d.rxPkt, d.rxTx)
+	}
+	d.rxTx.Flush()
+}
+
+// Progress handles, on the calling goroutine, whatever packets are waiting,
+// and reports whether there were any. A CQ calls it when a poll finds it
+// empty, so an application that busy-polls drives the device itself rather
+// than waiting for the receive goroutine to be scheduled. It never blocks:
+// if another goroutine is receiving, it returns false at once. Backends
+// that cannot receive without blocking (rocev2.Poller) make it a no-op.
+func (d *Device) Progress() bool {
+	p, ok := d.backend.(rocev2.Poller)
+	if !ok || !d.rxMu.TryLock() {
+		return false
+	}
+	defer d.rxMu.Unlock()
+	return d.pollLocked(p)
 }
 
 // deliver validates one datagram and hands it to its QP.

@@ -46,7 +46,7 @@ type Backend struct {
 type held struct {
 	d     rocev2.Datagram
 	after int       // reorder: forwarded packets still to wait for
-	at    time.Time // delay: when to send
+	at    time.Time // delay: when to send; reorder: when to send at the latest
 }
 
 // outMeta says where an entry of the out batch came from.
@@ -69,7 +69,7 @@ func Wrap(inner rocev2.Backend, cfg Config) *Backend {
 		tx:    rand.New(rand.NewPCG(cfg.Seed, txStream)),
 		rx:    rand.New(rand.NewPCG(cfg.Seed, rxStream)),
 	}
-	if cfg.Delay > 0 && cfg.DelayRate > 0 {
+	if (cfg.Delay > 0 && cfg.DelayRate > 0) || cfg.Reorder > 0 {
 		b.wake = make(chan struct{}, 1)
 		b.stop = make(chan struct{})
 		b.done = make(chan struct{})
@@ -161,8 +161,16 @@ func (b *Backend) route(d rocev2.Datagram, owned bool, origin int, f *faults) {
 		if !owned {
 			d.Buf = b.copyBuf(d.Buf)
 		}
-		b.reorderQ = append(b.reorderQ, held{d: d, after: f.after})
+		// A real network reorders within a bounded time: if no later
+		// packet overtakes this one within MaxReorderWait, it goes anyway.
+		b.reorderQ = append(b.reorderQ, held{d: d, after: f.after, at: time.Now().Add(b.cfg.maxReorderWait())})
 		b.stats.reordered.Add(1)
+		if len(b.reorderQ) == 1 {
+			select {
+			case b.wake <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		b.emit(d, owned, origin)
 		// One more packet went ahead of every reordered one.

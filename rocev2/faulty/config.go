@@ -8,7 +8,9 @@ const DefaultMaxHold = 256
 // Config sets the faults. Probabilities are per packet, from 0 to 1.
 type Config struct {
 	// Seed seeds the generators: the same seed and sends give the same
-	// faults.
+	// faults. (Which packets are held is decided by the seed; when a held
+	// packet goes can also depend on time: Delay, and MaxReorderWait when
+	// traffic pauses.)
 	Seed uint64
 
 	Loss      float64 // drop the packet
@@ -23,6 +25,19 @@ type Config struct {
 
 	// MaxHold bounds the packets held for reordering and delay together.
 	MaxHold int
+
+	// MaxReorderWait bounds how long a reordered packet waits for later
+	// packets to overtake it (default 1 ms): without it, a packet held at
+	// the end of a burst would wait for traffic that the lost packet itself
+	// holds up, which no real network does.
+	MaxReorderWait time.Duration
+}
+
+func (c *Config) maxReorderWait() time.Duration {
+	if c.MaxReorderWait > 0 {
+		return c.MaxReorderWait
+	}
+	return time.Millisecond
 }
 
 // Stats counts the faults injected so far.

@@ -6,11 +6,12 @@ import (
 	"github.com/goroce/goroce/rocev2"
 )
 
-// delayLoop sends delayed packets when their time comes. It is the only
-// goroutine of a Backend, started by Wrap when Delay is set and ended by
-// Close; it owns one timer, armed for the head of the delay queue. Every
-// packet waits the same Delay, so the queue is in release order and only a
-// new head (the queue was empty) needs a wake-up.
+// delayLoop sends delayed packets when their time comes, and reordered ones
+// that waited too long. It is the only goroutine of a Backend, started by
+// Wrap when Delay or Reorder is set and ended by Close; it owns one timer,
+// armed for the earliest head of the two queues. Every packet of a queue
+// waits the same time, so each queue is in release order and only a new
+// head (the queue was empty) needs a wake-up.
 func (b *Backend) delayLoop() {
 	defer close(b.done)
 	timer := time.NewTimer(time.Hour)
@@ -28,9 +29,19 @@ func (b *Backend) delayLoop() {
 		n := copy(b.delayQ, b.delayQ[due:])
 		clear(b.delayQ[n:]) // the pool owns those buffers now
 		b.delayQ = b.delayQ[:n]
+		due = 0
+		for due < len(b.reorderQ) && !b.reorderQ[due].at.After(now) {
+			batch = append(batch, b.reorderQ[due].d)
+			due++
+		}
+		n = copy(b.reorderQ, b.reorderQ[due:])
+		clear(b.reorderQ[n:])
+		b.reorderQ = b.reorderQ[:n]
 		wait := time.Duration(-1)
-		if len(b.delayQ) > 0 {
-			wait = b.delayQ[0].at.Sub(now)
+		for _, q := range [][]held{b.delayQ, b.reorderQ} {
+			if len(q) > 0 && (wait < 0 || q[0].at.Sub(now) < wait) {
+				wait = q[0].at.Sub(now)
+			}
 		}
 		b.mu.Unlock()
 

@@ -60,6 +60,10 @@ type Backend struct {
 		count int
 		next  int
 		off   int
+		// Callbacks bound once (a method value allocates): tryFn makes one
+		// non-blocking recvmmsg, peekFn checks for a waiting datagram.
+		tryFn  func(fd uintptr)
+		peekFn func(fd uintptr) bool
 	}
 }
 
@@ -132,6 +136,8 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 		h.Control = &b.rx.m.control(i)[0]
 	}
 	b.rx.call = newMmsgCall(unix.SYS_RECVMMSG)
+	b.rx.tryFn = func(fd uintptr) { b.rx.call.call(fd) } // EAGAIN leaves n = 0
+	b.rx.peekFn = peek
 	return b, nil
 }
 

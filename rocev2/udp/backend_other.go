@@ -28,3 +28,6 @@ func (b *Backend) BatchSize() int                         { return DefaultBatchS
 func (b *Backend) LinkMTU() int                           { return defaultMTU }
 func (b *Backend) Features() (gso, gro bool)              { return false, false }
 func (b *Backend) Close() error                           { return nil }
+
+func (b *Backend) WaitReadable() error                       { return errUnsupported }
+func (b *Backend) TryReceive([]rocev2.Datagram) (int, error) { return 0, errUnsupported }

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/rocev2"
+)
+
+// options are rc_pingpong's settings, with the original's defaults.
+type options struct {
+	port    int    // -p: TCP port of the out-of-band exchange
+	dev     string // -d: local IP address of the device ("" = route source)
+	ibPort  int    // -i
+	size    int    // -s
+	mtu     rocev2.MTU
+	rxDepth int // -r
+	iters   int // -n
+	sl      int // -l: accepted; RoCEv2 carries no SL
+	events  bool
+	gidIdx  int // -g: -1 = no GID, as the original's default
+	odp     bool
+	ts      bool
+	dm      bool
+	chk     bool
+	server  string // the one operand: the server to connect to ("" = be the server)
+
+	// goroce-only options (long options, one or two dashes).
+	udpPort uint16        // --udp-port: the device's and the peer's RoCEv2 UDP port
+	stats   bool          // --stats: print the device counters at exit
+	timeout time.Duration // --timeout: bound on every wait (0: wait forever, like the original)
+}
+
+func defaultOptions() options {
+	return options{
+		port: 18515, ibPort: 1, size: 4096, mtu: rocev2.MTU1024,
+		rxDepth: 500, iters: 1000, gidIdx: -1, udpPort: rocev2.UDPPort,
+	}
+}
+
+// optSpec is one option of getopt_long's table.
+type optSpec struct {
+	short  byte // 0: long only
+	long   string
+	hasArg bool
+	goroce bool // goroce-only: also accepted with a single dash
+}
+
+// optTable is rc_pingpong's option table: "p:d:i:s:m:r:n:l:eg:otcj" plus
+// goroce's own long options.
+var optTable = []optSpec{
+	{'p', "port", true, false}, {'d', "ib-dev", true, false}, {'i', "ib-port", true, false},
+	{'s', "size", true, false}, {'m', "mtu", true, false}, {'r', "rx-depth", true, false},
+	{'n', "iters", true, false}, {'l', "sl", true, false}, {'e', "events", false, false},
+	{'g', "gid-idx", true, false}, {'o', "odp", false, false}, {'t', "ts", false, false},
+	{'c', "chk", false, false}, {'j', "dm", false, false}, {'h', "help", false, false},
+	{0, "udp-port", true, true}, {0, "stats", false, true}, {0, "timeout", true, true},
+}
+
+// errUsage means: print the usage and exit 1, as the original does for any
+// bad option. errHelp means: print the usage and exit 0.
+var (
+	errUsage = errors.New("usage")
+	errHelp  = errors.New("help")
+)
+
+// parseFlags parses args the way glibc's getopt_long does for the
+// original: short options may be clustered (-ec) and take their argument
+// attached (-s64) or separately (-s 64); long options may be abbreviated to
+// a unique prefix and take --opt=value or --opt value; options and the
+// server operand may come in any order; "--" ends the options. Diagnostics
+// go to stderr in getopt's words.
+func parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
+	o := defaultOptions()
+	var operands []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "--") || isGoroceLong(a):
+			spec, val, hasVal, err := matchLong(prog, a, stderr)
+			if err != nil {
+				return o, err
+			}
+			if spec.hasArg && !hasVal {
+				if i+1 == len(args) {
+					fmt.Fprintf(stderr, "%s: option '--%s' requires an argument\n", prog, spec.long)
+					return o, errUsage
+				}
+				i++
+				val = args[i]
+			} else if !spec.hasArg && hasVal {
+				fmt.Fprintf(stderr, "%s: option '--%s' doesn't allow an argument\n", prog, spec.long)
+				return o, errUsage
+			}
+			if err := o.set(prog, spec, val, stderr); err != nil {
+				return o, err
+			}
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				spec, ok := shortSpec(a[j])
+				if !ok {
+					fmt.Fprintf(stderr, "%s: invalid option -- '%c'\n", prog, a[j])
+					return o, errUsage
+				}
+				var val string
+				if spec.hasArg {
+					switch {
+					case j+1 < len(a):
+						val = a[j+1:]
+					case i+1 < len(args):
+						i++
+						val = args[i]
+					default:
+						fmt.Fprintf(stderr, "%s: option requires an argument -- '%c'\n", prog, a[j])
+						return o, errUsage
+					}
+					j = len(a)
+				}
+				if err := o.set(prog, spec, val, stderr); err != nil {
+					return o, err
+				}
+			}
+		default:
+			operands = append(operands, a)
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.server = operands[0]
+	default:
+		return o, errUsage // the original: more than one operand is a usage error
+	}
+	return o, nil
+}
+
+// isGoroceLong reports whether a single-dash argument names one of goroce's
+// own long options (-udp-port 4791, -stats), as the Go flag package would
+// spell them. Such a word would otherwise read as a cluster of short options.
+func isGoroceLong(a string) bool {
+	if len(a) < 2 || a[0] != '-' || a[1] == '-' {
+		return false
+	}
+	name, _, _ := strings.Cut(a[1:], "=")
+	for _, s := range optTable {
+		if s.goroce && s.long == name {
+			return true
+		}
+	}
+	return false
+}
+
+func shortSpec(c byte) (optSpec, bool) {
+	for _, s := range optTable {
+		if s.short == c {
+			return s, true
+		}
+	}
+	return optSpec{}, false
+}
+
+// matchLong finds a long option by its name or a unique prefix of it.
+func matchLong(prog, a string, stderr io.Writer) (spec optSpec, val string, hasVal bool, err error) {
+	name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	var found []optSpec
+	for _, s := range optTable {
+		if s.long == name {
+			return s, val, hasVal, nil
+		}
+		if strings.HasPrefix(s.long, name) && name != "" {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 0:
+		fmt.Fprintf(stderr, "%s: unrecognized option '%s'\n", prog, a)
+		return spec, "", false, errUsage
+	case 1:
+		return found[0], val, hasVal, nil
+	}
+	var names []string
+	for _, s := range found {
+		names = append(names, "'--"+s.long+"'")
+	}
+	fmt.Fprintf(stderr, "%s: option '%s' is ambiguous; possibilities: %s\n", prog, a, strings.Join(names, " "))
+	return spec, "", false, errUsage
+}
+
+// set applies one option. Numbers are read like strtol with base 0
+// (decimal, 0x hex, 0 octal); unlike strtol, garbage is an error rather
+// than 0, since a silent 0 (say, -s x) only fails later and obscurely.
+func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) error {
+	num := func(lo, hi int64) (int, error) {
+		n, err := strconv.ParseInt(val, 0, 64)
+		if err != nil || n < lo || n > hi {
+			fmt.Fprintf(stderr, "%s: invalid value '%s' for --%s (want a number from %d to %d)\n", prog, val, s.long, lo, hi)
+			return 0, errUsage
+		}
+		return int(n), nil
+	}
+	var err error
+	switch s.long {
+	case "port":
+		o.port, err = num(0, 65535)
+	case "ib-dev":
+		o.dev = val
+	case "ib-port":
+		o.ibPort, err = num(1, 255)
+	case "size":
+		o.size, err = num(0, 1<<31-1)
+	case "mtu":
+		var n int
+		if n, err = num(0, 1<<20); err == nil {
+			o.mtu = rocev2.MTUFromBytes(n)
+			if o.mtu.Bytes() != n { // pp_mtu_to_enum: only the five IB MTUs
+				fmt.Fprintf(stderr, "%s: invalid MTU %d (use 256, 512, 1024, 2048 or 4096)\n", prog, n)
+				err = errUsage
+			}
+		}
+	case "rx-depth":
+		o.rxDepth, err = num(0, 1<<31-1)
+	case "iters":
+		o.iters, err = num(0, 1<<31-1)
+	case "sl":
+		o.sl, err = num(-1<<31, 1<<31-1)
+	case "events":
+		o.events = true
+	case "gid-idx":
+		o.gidIdx, err = num(-1<<31, 1<<31-1)
+	case "odp":
+		o.odp = true
+	case "ts":
+		o.ts = true
+	case "chk":
+		o.chk = true
+	case "dm":
+		o.dm = true
+	case "help":
+		err = errHelp
+	case "udp-port":
+		var n int
+		n, err = num(0, 65535)
+		o.udpPort = uint16(n)
+	case "stats":
+		o.stats = true
+	case "timeout":
+		if o.timeout, err = time.ParseDuration(val); err != nil || o.timeout < 0 {
+			fmt.Fprintf(stderr, "%s: invalid duration '%s' for --timeout (e.g. 30s; 0 waits forever)\n", prog, val)
+			err = errUsage
+		}
+	}
+	return err
+}
+
+// localAddr parses -d, which in goroce names the device by its IP address
+// (a goroce device is a UDP socket on that address, not a kernel device).
+func (o *options) localAddr() (netip.Addr, error) {
+	a, err := netip.ParseAddr(o.dev)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("goroce's -d takes the IP address to bind the device to (e.g. -d 127.0.0.1), not %q", o.dev)
+	}
+	return a.Unmap(), nil
+}
+
+// usage prints the original's usage text, with goroce's meaning of -d and
+// goroce's own options added.
+func usage(w io.Writer, prog string) {
+	fmt.Fprintf(w, "Usage:\n")
+	fmt.Fprintf(w, "  %s            start a server and wait for connection\n", prog)
+	fmt.Fprintf(w, "  %s <host>     connect to server at <host>\n", prog)
+	fmt.Fprintf(w, "\n")
+	fmt.Fprintf(w, "Options:\n")
+	fmt.Fprintf(w, "  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n")
+	fmt.Fprintf(w, "  -d, --ib-dev=<addr>    bind the goroce device to IP address <addr> (default: the\n")
+	fmt.Fprintf(w, "                         source address of the route to <host>; 127.0.0.1 as server)\n")
+	fmt.Fprintf(w, "  -i, --ib-port=<port>   use port <port> of IB device (default 1)\n")
+	fmt.Fprintf(w, "  -s, --size=<size>      size of message to exchange (default 4096)\n")
+	fmt.Fprintf(w, "  -m, --mtu=<size>       path MTU (default 1024)\n")
+	fmt.Fprintf(w, "  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n")
+	fmt.Fprintf(w, "  -n, --iters=<iters>    number of exchanges (default 1000)\n")
+	fmt.Fprintf(w, "  -l, --sl=<sl>          service level value (accepted, unused on RoCEv2)\n")
+	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
+	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index (RoCE needs one: use -g 1)\n")
+	fmt.Fprintf(w, "  -o, --odp              use on demand paging (goroce memory needs no pinning: no-op)\n")
+	fmt.Fprintf(w, "  -t, --ts               get CQE with timestamp (not supported by goroce)\n")
+	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
+	fmt.Fprintf(w, "  -j, --dm               use device memory (not supported by goroce)\n")
+	fmt.Fprintf(w, "\n")
+	fmt.Fprintf(w, "goroce options (one or two dashes):\n")
+	fmt.Fprintf(w, "  -udp-port=<port>       UDP port of this device and of the peer's (default 4791)\n")
+	fmt.Fprintf(w, "  -stats                 print the device's counters at exit\n")
+	fmt.Fprintf(w, "  -timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n")
+	fmt.Fprintf(w, "                         (default 0: wait forever, like the original)\n")
+}

@@ -1,0 +1,166 @@
+// Command roce-devinfo prints a goroce device the way ibv_devinfo, the
+// show_gids script and rdma statistic print a kernel RDMA device.
+//
+//	roce-devinfo [-d ADDR] [-udp-port N] [-v] [-i PORT]   ibv_devinfo [-v] layout
+//	roce-devinfo -l                                        list devices
+//	roce-devinfo -gids                                     show_gids layout
+//	roce-devinfo -counters                                 rdma statistic counters
+//
+// A goroce device is not a kernel object that any process can query: it
+// lives in the process that opened it. roce-devinfo therefore opens a
+// device of its own on -d's address and shows that one: its attributes and
+// GIDs are those any goroce device on that address has, but its counters
+// are its own, all zero. To see the counters of a running program, ask the
+// program (rc_pingpong -stats prints them in the same layout).
+//
+// The exit status is 0 on success, 1 if the device cannot be opened, 2 for
+// bad flags and 4 for a port the device does not have (as ibv_devinfo).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"github.com/goroce/goroce/internal/devinfo"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/udp"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// config holds the flags.
+type config struct {
+	addr         netip.Addr
+	udpPort      uint16
+	portExplicit bool // -udp-port was given: no fallback to an ephemeral port
+	verbose      bool
+	ibPort       int
+	list         bool
+	gids         bool
+	counters     bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var (
+		c    config
+		addr string
+		port uint
+	)
+	fs := flag.NewFlagSet("roce-devinfo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&addr, "d", "127.0.0.1", "IP `address` to open the device on (goroce's device name is its address)")
+	fs.UintVar(&port, "udp-port", rocev2.UDPPort, "RoCEv2 UDP `port` to bind (0: an ephemeral one); if the default is taken (by\na kernel rxe or another goroce program), an ephemeral port is used instead")
+	fs.BoolVar(&c.verbose, "v", false, "print all the attributes of the device, and its GID table (ibv_devinfo -v)")
+	fs.IntVar(&c.ibPort, "i", 0, "print only port `N` (the device has port 1; 0: all ports)")
+	fs.BoolVar(&c.list, "l", false, "print only the device's name (ibv_devinfo -l)")
+	fs.BoolVar(&c.gids, "gids", false, "print the GID table in the layout of the show_gids script")
+	fs.BoolVar(&c.counters, "counters", false, "print the device's counters, one \"name value\" line each, as rdma statistic\n"+
+		"does. They are the counters of the device roce-devinfo itself opens (a\n"+
+		"goroce device lives in one process): all zero. Use rc_pingpong -stats for\n"+
+		"the counters of a ping-pong run")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: roce-devinfo [flags]   print the attributes of a goroce device\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "roce-devinfo: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return c, errors.New("bad arguments")
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "roce-devinfo: -d %q: want the IP address of the device, e.g. -d 127.0.0.1\n", addr)
+		return c, err
+	}
+	if port > 65535 || c.ibPort < 0 {
+		fmt.Fprintf(stderr, "roce-devinfo: -udp-port %d or -i %d out of range\n", port, c.ibPort)
+		return c, errors.New("bad arguments")
+	}
+	c.addr, c.udpPort = a.Unmap(), uint16(port)
+	fs.Visit(func(f *flag.Flag) { c.portExplicit = c.portExplicit || f.Name == "udp-port" })
+	return c, nil
+}
+
+// run is roce-devinfo with its arguments and output streams, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	dev, err := openDevice(c, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "roce-devinfo:", err)
+		return 1
+	}
+	defer dev.Close()
+	if c.ibPort > dev.Attr().PhysPortCnt {
+		fmt.Fprintln(stderr, "Invalid port requested for device")
+		return 4
+	}
+	switch {
+	case c.list:
+		fmt.Fprintf(stdout, "1 HCA found:\n\t%s\n\n", dev.Name())
+	case c.gids || c.counters:
+		if c.gids {
+			err = devinfo.WriteGIDs(stdout, dev)
+		}
+		if c.counters && err == nil {
+			err = devinfo.WriteCounters(stdout, dev)
+		}
+	default:
+		err = devinfo.WriteDevinfo(stdout, dev, c.verbose)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "roce-devinfo:", err)
+		return 1
+	}
+	return 0
+}
+
+// openDevice opens a device on c.addr and c.udpPort. When the default port
+// is taken, which it is wherever a kernel rxe or another goroce program
+// runs on the address, it opens on an ephemeral port instead and says so:
+// the attributes and GIDs it prints do not depend on the port.
+func openDevice(c config, stderr io.Writer) (*device.Device, error) {
+	dev, err := openOn(c.addr, c.udpPort)
+	if err == nil {
+		return dev, nil
+	}
+	if c.portExplicit || !errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w (is another RoCE device on %v? try another -d address or -udp-port)", err, c.addr)
+	}
+	dev, err2 := openOn(c.addr, 0)
+	if err2 != nil {
+		return nil, fmt.Errorf("%w; an ephemeral port failed too: %w", err, err2)
+	}
+	fmt.Fprintf(stderr, "roce-devinfo: UDP port %d of %v is in use (by a kernel rxe or another goroce program?); showing a device on port %d instead\n",
+		c.udpPort, c.addr, dev.LocalAddr().Port())
+	return dev, nil
+}
+
+// openOn opens a device on a UDP socket bound to addr and port; port 0
+// means an ephemeral port (device.OpenUDP would take it for 4791).
+func openOn(addr netip.Addr, port uint16) (*device.Device, error) {
+	b, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(addr, port)})
+	if err != nil {
+		return nil, fmt.Errorf("open %v port %d: %w", addr, port, err)
+	}
+	dev, err := device.New(device.Config{Backend: b})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return dev, nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// runDevinfo runs roce-devinfo in process. Every run passes -udp-port 0
+// unless it names a port, so that tests never contend for 4791.
+func runDevinfo(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(append([]string{"-udp-port", "0"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// golden is ibv_devinfo's layout for a device on 127.0.0.1. The active MTU
+// follows the loopback interface's MTU, so that line is a pattern.
+var golden = regexp.MustCompile(`^` + regexp.QuoteMeta("hca_id:\tgoroce0\n"+
+	"\ttransport:\t\t\tInfiniBand (0)\n"+
+	"\tfw_ver:\t\t\t\tgoroce 0.1\n"+
+	"\tnode_guid:\t\t\t0000:7fff:fe00:0001\n"+
+	"\tsys_image_guid:\t\t\t0000:7fff:fe00:0001\n"+
+	"\tvendor_id:\t\t\t0x0000\n"+
+	"\tvendor_part_id:\t\t\t0\n"+
+	"\thw_ver:\t\t\t\t0x0\n"+
+	"\tphys_port_cnt:\t\t\t1\n"+
+	"\t\tport:\t1\n"+
+	"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"+
+	"\t\t\tmax_mtu:\t\t4096 (5)\n") +
+	`\t\t\tactive_mtu:\t\t(256 \(1\)|512 \(2\)|1024 \(3\)|2048 \(4\)|4096 \(5\))\n` +
+	regexp.QuoteMeta("\t\t\tsm_lid:\t\t\t0\n"+
+		"\t\t\tport_lid:\t\t0\n"+
+		"\t\t\tport_lmc:\t\t0x00\n"+
+		"\t\t\tlink_layer:\t\tEthernet\n"+
+		"\n") + `$`)
+
+func TestDevinfoLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, out string)
+	}{
+		{"ibv_devinfo", nil, func(t *testing.T, out string) {
+			assert.Regexp(t, golden, out)
+		}},
+		{"ibv_devinfo -v", []string{"-v"}, func(t *testing.T, out string) {
+			for _, want := range []string{
+				"\tmax_qp:\t\t\t\t16384\n",
+				"\tmax_qp_wr:\t\t\t16384\n",
+				"\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
+				"\t\t\tgid_tbl_len:\t\t2\n",
+				"\t\t\tGID[  0]:\t\tfe80::7fff:fe00:1, RoCE v2\n",
+				"\t\t\tGID[  1]:\t\t::ffff:127.0.0.1, RoCE v2\n\n",
+			} {
+				assert.Contains(t, out, want)
+			}
+		}},
+		{"show_gids", []string{"-gids"}, func(t *testing.T, out string) {
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			require.Len(t, lines, 5, out)
+			assert.Equal(t, "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4 \t\tVER\tDEV", lines[0])
+			assert.Equal(t, "---\t----\t-----\t---\t\t\t\t\t------------ \t---\t---", lines[1])
+			assert.Regexp(t, `^goroce0\t1\t0\tfe80:0000:0000:0000:0000:7fff:fe00:0001\t\t\tv2\t\S+$`, lines[2])
+			assert.Regexp(t, `^goroce0\t1\t1\t0000:0000:0000:0000:0000:ffff:7f00:0001\t127\.0\.0\.1 \tv2\t\S+$`, lines[3])
+			assert.Equal(t, "n_gids_found=2", lines[4])
+		}},
+		{"counters", []string{"-counters"}, func(t *testing.T, out string) {
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			assert.Equal(t, "link goroce0/1", lines[0])
+			assert.Equal(t, "    sent_pkts 0", lines[1])
+			for _, l := range lines[1:] {
+				assert.Regexp(t, `^    [a-z_]+ 0$`, l)
+			}
+		}},
+		{"list", []string{"-l"}, func(t *testing.T, out string) {
+			assert.Equal(t, "1 HCA found:\n\tgoroce0\n\n", out)
+		}},
+		{"another address", []string{"-d", "127.0.0.3", "-v"}, func(t *testing.T, out string) {
+			assert.Contains(t, out, "\t\t\tGID[  1]:\t\t::ffff:127.0.0.3, RoCE v2\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runDevinfo(t, tc.args...)
+			require.Equal(t, 0, code, stderr)
+			assert.Empty(t, stderr)
+			tc.check(t, out)
+		})
+	}
+}
+
+func TestDevinfoErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no such port", []string{"-i", "2"}, 4, "Invalid port requested for device"},
+		{"device name instead of address", []string{"-d", "rxe0"}, 2, "want the IP address of the device"},
+		{"unknown flag", []string{"-x"}, 2, "flag provided but not defined: -x"},
+		{"operand", []string{"extra"}, 2, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runDevinfo(t, tc.args...)
+			assert.Equal(t, tc.code, code)
+			assert.Contains(t, stderr, tc.stderr)
+		})
+	}
+}
+
+// TestDevinfoPortInUse holds a UDP port and asks for a device on it: with
+// the default port roce-devinfo falls back to an ephemeral one and says so,
+// with a port the user named it fails and says why.
+func TestDevinfoPortInUse(t *testing.T) {
+	held, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	require.NoError(t, err)
+	defer held.Close()
+	port := uint16(held.LocalAddr().(*net.UDPAddr).Port)
+	addr := netip.MustParseAddr("127.0.0.1")
+
+	var stderr bytes.Buffer
+	dev, err := openDevice(config{addr: addr, udpPort: port}, &stderr)
+	require.NoError(t, err)
+	defer dev.Close()
+	assert.NotEqual(t, port, dev.LocalAddr().Port())
+	assert.Contains(t, stderr.String(), "UDP port "+strconv.Itoa(int(port))+" of 127.0.0.1 is in use")
+
+	_, err = openDevice(config{addr: addr, udpPort: port, portExplicit: true}, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "address already in use")
+	assert.Contains(t, err.Error(), "try another -d address or -udp-port")
+
+	code, _, errOut := runDevinfo(t, "-udp-port", strconv.Itoa(int(port)))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "address already in use")
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"github.com/goroce/goroce/pcap"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/udp"
+)
+
+// node is this process's RoCE device on the UDP backend, optionally tapped
+// into a capture file.
+type node struct {
+	dev *device.Device
+	udp *udp.Backend // for its GSO/GRO features, which the baseline copies
+
+	tap  *pcap.Tap
+	capW *pcap.Writer // buffers on its own
+	capF *os.File
+}
+
+// openNode opens the device on local:port (port 0: any free port), with a
+// capture tap when capture names a file.
+func openNode(local netip.Addr, port int, capture string) (*node, error) {
+	addr := netip.AddrPortFrom(local, uint16(port))
+	ub, err := udp.Open(udp.Config{Addr: addr})
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("open the RoCE device on %v: %w: another roce-perf, a goroce program or the kernel's rdma_rxe module holds UDP port %d there; stop it or pass -port", addr, err, port)
+		}
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return nil, fmt.Errorf("open the RoCE device on %v: %w: no interface has that address (use 127.0.0.1 and 127.0.0.2 on one host)", addr, err)
+		}
+		return nil, fmt.Errorf("open the RoCE device on %v: %w", addr, err)
+	}
+	n := &node{udp: ub}
+	var backend rocev2.Backend = ub
+	if capture != "" {
+		if n.capF, err = os.Create(capture); err != nil {
+			ub.Close()
+			return nil, fmt.Errorf("-capture: %w", err)
+		}
+		n.capW, err = pcap.NewWriter(n.capF, pcap.WriterOptions{
+			InterfaceName: "goroce0",
+			Description:   "goroce RoCEv2 device over udp4 " + ub.LocalAddr().String() + " (roce-perf)",
+		})
+		if err != nil {
+			n.capF.Close()
+			ub.Close()
+			return nil, fmt.Errorf("-capture %s: %w", capture, err)
+		}
+		n.tap = pcap.NewTap(ub, n.capW)
+		backend = n.tap.Backend()
+	}
+	n.dev, err = device.New(device.Config{Name: "goroce0", Backend: backend})
+	if err != nil {
+		n.closeCapture()
+		ub.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// features reports whether goroce's UDP backend uses GSO and GRO.
+func (n *node) features() (gso, gro bool) { return n.udp.Features() }
+
+// close stops the device, then completes the capture: every packet the
+// device sent or received is recorded once the device is closed.
+func (n *node) close() error {
+	err := n.dev.Close()
+	if cerr := n.closeCapture(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (n *node) closeCapture() error {
+	if n.capF == nil {
+		return nil
+	}
+	var err error
+	if n.tap != nil {
+		err = n.tap.Err()
+	}
+	for _, e := range []error{n.capW.Close(), n.capF.Close()} {
+		if err == nil {
+			err = e
+		}
+	}
+	n.capF = nil
+	if err != nil {
+		return fmt.Errorf("-capture: %w", err)
+	}
+	return nil
+}

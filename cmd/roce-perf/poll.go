@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"runtime"
+
+	"github.com/goroce/goroce/cq"
+)
+
+// poller reaps completions from a CQ. It polls up to spin times (yielding
+// the processor in between) before it arms the CQ and sleeps on its event
+// channel: spinning saves the wake-up latency when there are processors to
+// spare, and only burns the one the device's receive loop needs when there
+// are not.
+type poller struct {
+	cq   *cq.CQ
+	wcs  []cq.WC
+	spin int
+}
+
+// defaultSpin is the spin count for this machine: with two processors or
+// fewer, the two devices' receive loops need them, so sleep at once.
+func defaultSpin() int {
+	if runtime.NumCPU() <= 2 {
+		return 0
+	}
+	return 200
+}
+
+func newPoller(c *cq.CQ, spin int) *poller {
+	return &poller{cq: c, wcs: make([]cq.WC, 64), spin: spin}
+}
+
+// wait returns the completions available, waiting for at least one unless
+// wake is closed (or receives) first; it returns ctx's error when ctx ends.
+// The slice is reused by the next call.
+func (p *poller) wait(ctx context.Context, wake <-chan struct{}) ([]cq.WC, error) {
+	for i := 0; ; i++ {
+		if n := p.cq.Poll(p.wcs); n > 0 {
+			return p.wcs[:n], nil
+		}
+		if i < p.spin {
+			runtime.Gosched()
+			continue
+		}
+		if p.cq.Arm(false) {
+			continue // completions arrived between Poll and Arm
+		}
+		select {
+		case <-p.cq.Events():
+		case <-wake:
+			if n := p.cq.Poll(p.wcs); n > 0 {
+				return p.wcs[:n], nil
+			}
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pcap_test
+
+const raceEnabled = false

@@ -1,0 +1,216 @@
+package pcap
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goroce/goroce/rocev2"
+)
+
+// Tap is a rocev2.Backend that records every packet another backend sends
+// and receives into a capture. It is a decorator, like gVisor's sniffer
+// endpoint around a link endpoint: the device and its queue pairs know
+// nothing of it, and any backend (UDP, memlink, a fault injector) can be
+// tapped.
+//
+// A sent packet is recorded after the inner Send returns, when its ICRC is
+// sealed and Datagram.IPv4ID says which IPv4 ID it left with; a received
+// packet is recorded when the inner Receive returns it, with the IPv4 ID the
+// backend recovered. Both are framed in the Ethernet, IP and UDP headers the
+// packet travelled in (Writer.WriteRoCE), so that every ICRC in the capture
+// verifies as it did on the wire. Packets whose ICRC the backend found bad
+// or could not check are recorded as they are, with a comment saying so.
+//
+// Recording does not allocate. A failing capture (a full disk) does not
+// disturb the traffic: the Tap counts the failed writes and keeps the first
+// error for Err.
+type Tap struct {
+	inner rocev2.Backend
+	w     *Writer
+	local netip.AddrPort
+
+	out, in, skipped, failed atomic.Uint64
+
+	errMu sync.Mutex
+	err   error // the first capture write error
+}
+
+var _ rocev2.Backend = (*Tap)(nil)
+
+// Comments recorded with packets the device will not accept as they are.
+const (
+	commentSendError    = "send error: the backend reported an error for this batch; the packet may not have left"
+	commentICRCBad      = "ICRC bad: the device drops this packet"
+	commentUnverifiable = "ICRC unverifiable: the IPv4 ID it was sealed for is unknown"
+)
+
+// NewTap returns a backend that moves packets through inner and records
+// them with w; give a device t.Backend(), which keeps inner's non-blocking
+// receive if it has one. The Tap does not own w: close the device (which
+// closes the Tap and inner) before closing w.
+func NewTap(inner rocev2.Backend, w *Writer) *Tap {
+	return &Tap{inner: inner, w: w, local: inner.LocalAddr()}
+}
+
+// Unwrap returns the tapped backend.
+func (t *Tap) Unwrap() rocev2.Backend { return t.inner }
+
+// Send sends pkts through the inner backend, then records them as Outbound.
+// Its result is the inner backend's.
+func (t *Tap) Send(pkts []rocev2.Datagram) error {
+	err := t.inner.Send(pkts)
+	if errors.Is(err, rocev2.ErrBackendClosed) {
+		return err
+	}
+	comment := ""
+	if err != nil {
+		// The Backend contract does not say which packets of a failed
+		// batch were dropped: record them all, marked.
+		comment = commentSendError
+	}
+	for i := range pkts {
+		d := &pkts[i]
+		t.record(Outbound, t.local, d.Addr, d.IPv4ID, d.Buf, comment)
+	}
+	return err
+}
+
+// Receive receives through the inner backend and records what it returns
+// as Inbound before handing it on.
+func (t *Tap) Receive(pkts []rocev2.Datagram) (int, error) {
+	n, err := t.inner.Receive(pkts)
+	t.recordReceived(pkts[:n])
+	return n, err
+}
+
+// Backend returns the Tap as a device should be given it. When the inner
+// backend can receive without blocking (rocev2.Poller), the returned
+// backend can too, so that a tapped device keeps its busy-polling path
+// (Device.Progress); otherwise it is the Tap itself.
+func (t *Tap) Backend() rocev2.Backend {
+	if p, ok := t.inner.(rocev2.Poller); ok {
+		return &pollingTap{Tap: t, poller: p}
+	}
+	return t
+}
+
+// pollingTap is a Tap over a rocev2.Poller, and a Poller itself.
+type pollingTap struct {
+	*Tap
+	poller rocev2.Poller
+}
+
+var _ rocev2.Poller = (*pollingTap)(nil)
+
+// WaitReadable waits on the inner backend.
+func (p *pollingTap) WaitReadable() error { return p.poller.WaitReadable() }
+
+// TryReceive receives through the inner backend without blocking and
+// records what it returns, like Receive.
+func (p *pollingTap) TryReceive(pkts []rocev2.Datagram) (int, error) {
+	n, err := p.poller.TryReceive(pkts)
+	p.recordReceived(pkts[:n])
+	return n, err
+}
+
+// recordReceived records received packets as Inbound.
+func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
+	for i := range pkts {
+		d := &pkts[i]
+		id, comment := d.IPv4ID, ""
+		switch d.ICRC {
+		case rocev2.ICRCBad:
+			comment = commentICRCBad
+		case rocev2.ICRCUnverifiable:
+			comment = commentUnverifiable
+		case rocev2.ICRCUnchecked:
+			// The device will check (and infer the ID) itself; the
+			// capture needs the ID now to frame the packet right.
+			fl := rocev2.NewFlow(d.Addr, t.local)
+			if inferred, ok := fl.InferIPv4ID(d.Buf); ok {
+				id = inferred
+			} else if !fl.IsIPv6() {
+				comment = commentICRCBad
+			}
+		}
+		t.record(Inbound, d.Addr, t.local, id, d.Buf, comment)
+	}
+}
+
+// record writes one packet framed for the flow src→dst with IPv4 ID id.
+func (t *Tap) record(dir Direction, src, dst netip.AddrPort, id uint16, pkt []byte, comment string) {
+	sa, da := src.Addr().Unmap(), dst.Addr().Unmap()
+	if !sa.IsValid() || !da.IsValid() || sa.Is4() != da.Is4() {
+		// No IP header can carry this pair; the backend refuses such a
+		// packet too.
+		t.skipped.Add(1)
+		return
+	}
+	fl := rocev2.NewFlow(src, dst)
+	fl.IPv4ID = id
+	fl.SrcMAC, fl.DstMAC = macFor(sa), macFor(da)
+	if err := t.w.WriteRoCEComment(time.Now(), dir, &fl, pkt, comment); err != nil {
+		t.fail(err)
+		return
+	}
+	if dir == Outbound {
+		t.out.Add(1)
+	} else {
+		t.in.Add(1)
+	}
+}
+
+func (t *Tap) fail(err error) {
+	t.failed.Add(1)
+	t.errMu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.errMu.Unlock()
+}
+
+// TapStats counts what a Tap recorded.
+type TapStats struct {
+	// Outbound and Inbound are the packets recorded in each direction.
+	Outbound, Inbound uint64
+	// Skipped are packets no IP header could frame (a destination of the
+	// other address family); Failed are packets the Writer refused.
+	Skipped, Failed uint64
+}
+
+// Stats returns the Tap's counts.
+func (t *Tap) Stats() TapStats {
+	return TapStats{Outbound: t.out.Load(), Inbound: t.in.Load(), Skipped: t.skipped.Load(), Failed: t.failed.Load()}
+}
+
+// Err returns the first error the capture writer reported, if any. Check it
+// after the run: a nil Err means the capture holds every packet.
+func (t *Tap) Err() error {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	return t.err
+}
+
+// LocalAddr returns the inner backend's address.
+func (t *Tap) LocalAddr() netip.AddrPort { return t.local }
+
+// BatchSize returns the inner backend's batch size.
+func (t *Tap) BatchSize() int { return t.inner.BatchSize() }
+
+// LinkMTU returns the inner backend's link MTU.
+func (t *Tap) LinkMTU() int { return t.inner.LinkMTU() }
+
+// Close closes the inner backend. It does not close the Writer, which may
+// still be shared with other taps and belongs to the caller.
+func (t *Tap) Close() error { return t.inner.Close() }
+
+// macFor derives the locally administered MAC 02:00:a.b.c.d from the last
+// four bytes of an address, as goroce's device does for its GIDs, so that
+// the Ethernet headers of a capture tell the two hosts apart.
+func macFor(a netip.Addr) [6]byte {
+	b := a.As16()
+	return [6]byte{0x02, 0x00, b[12], b[13], b[14], b[15]}
+}

@@ -1,0 +1,76 @@
+package udp
+
+import (
+	"github.com/goroce/goroce/rocev2"
+	"golang.org/x/sys/unix"
+)
+
+var _ rocev2.Poller = (*Backend)(nil)
+
+// WaitReadable blocks in the runtime poller until a datagram is waiting on
+// the socket. It reads nothing, so that the packets can be taken by whichever
+// goroutine receives first, and it touches no receive state: it runs outside
+// the caller's receive lock. (Packets left over from the last read are the
+// receiver's business: the device drains them before it waits again.)
+func (b *Backend) WaitReadable() error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	err := b.rc.Read(b.rx.peekFn)
+	if err != nil {
+		return b.ioError("wait", err)
+	}
+	return nil
+}
+
+// peek reports whether a datagram is waiting, without taking it.
+func peek(fd uintptr) bool {
+	var one [1]byte
+	for {
+		_, _, err := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		return true // a datagram, or an error the next receive reports
+	}
+}
+
+// TryReceive is Receive without waiting: it hands out what is left of the
+// last read, or reads once without blocking, and returns 0 when nothing is
+// waiting.
+func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
+	if b.closed.Load() {
+		return 0, errClosed
+	}
+	if len(pkts) == 0 {
+		return 0, nil
+	}
+	if n := b.drain(pkts); n > 0 {
+		return n, nil
+	}
+	want := min(len(pkts), b.batch)
+	m := &b.rx.m
+	for i := range want {
+		h := &m.hdrs[i]
+		h.Len = 0
+		h.Hdr.Namelen = sockaddrLen
+		h.Hdr.SetControllen(m.oobLen)
+		h.Hdr.Flags = 0
+	}
+	c := b.rx.call
+	c.hdrs = m.hdrs[:want]
+	c.n, c.err = 0, nil
+	err := b.rc.Control(b.rx.tryFn)
+	c.hdrs = nil
+	if err != nil {
+		return 0, b.ioError("receive", err)
+	}
+	if c.err != nil {
+		return 0, b.ioError("receive", c.err)
+	}
+	b.rx.count, b.rx.next, b.rx.off = c.n, 0, 0
+	return b.drain(pkts), nil
+}
