@@ -36,8 +36,19 @@ func (r *requester) start(psn rocev2.PSN) {
 	r.psn, r.maxSent, r.started = psn, psn, true
 }
 
-// runRequester sends what the send queue, the window and the gates allow.
+// runRequester sends what the send queue, the window and the gates allow,
+// and (re)arms the retransmit timer once for whatever it sent.
 func (q *QP) runRequester(tx *device.TxBatch) {
+	sent := q.req.sent
+	q.sendWhatCan(tx)
+	if q.req.sent != sent {
+		if d := q.ackTimeout(); d > 0 {
+			q.dev.Timers().Reset(&q.retryTm, d)
+		}
+	}
+}
+
+func (q *QP) sendWhatCan(tx *device.TxBatch) {
 	for q.sq.req != q.sq.tail {
 		if q.state != RTS && q.state != SQD {
 			return
@@ -253,9 +264,6 @@ func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 		q.req.maxSent = next
 	}
 	q.req.psn = next
-	if d := q.ackTimeout(); d > 0 {
-		q.dev.Timers().Reset(&q.retryTm, d)
-	}
 	return true
 }
 
