@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 OUT       ?= out
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test vet fuzz bench demo clean tshark-check
+.PHONY: all build test vet fuzz bench bench-cq demo clean tshark-check
 
 all: build
 
@@ -38,6 +38,13 @@ fuzz:
 ## bench: every benchmark, with allocations
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+
+## bench-cq: the CQ-pool experiment (legacy vs pooled completions vs TCP); CQDURATION per measurement
+CQDURATION ?= 5s
+bench-cq:
+	@mkdir -p $(OUT)
+	$(GO) build -o bin/ ./cmd/cq-bench
+	./bin/cq-bench -duration $(CQDURATION) -csv $(OUT)/cq-bench.csv
 
 ## demo: the main job (see README)
 demo: build

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // MaxDepth is the largest CQ goroce creates (rxe's max_cqe).
@@ -39,6 +40,14 @@ type CQ struct {
 	onEvent  func()
 	onAsync  func(error)
 	overruns uint64
+	pushed   uint64 // completions ever accepted (Drain's barrier)
+
+	// Moderation (ibv_modify_cq's cq_count / cq_period): an armed CQ fires
+	// once modComps completions wait, or modPeriod after the first one.
+	modComps  int
+	modPeriod time.Duration
+	modTimer  *time.Timer
+	modArmed  bool // modTimer is pending
 
 	// progress holds the progress functions of the devices whose QPs use
 	// this CQ (see AttachProgress); Poll calls them when it finds nothing.
@@ -183,7 +192,17 @@ func (c *CQ) Push(wc *WC, solicited bool) error {
 	}
 	c.ring[tail] = *wc
 	c.count++
+	c.pushed++
 	fire := c.armed == armedNext || (c.armed == armedSolicited && (solicited || !wc.Status.OK()))
+	if fire && c.armed == armedNext && c.modComps > 1 && c.count < c.modComps && wc.Status.OK() {
+		// Moderated: wait for more completions, but never longer than
+		// the period, so a lone completion is not stranded.
+		fire = false
+		if !c.modArmed {
+			c.modArmed = true
+			c.startModTimerLocked()
+		}
+	}
 	if fire {
 		c.armed = disarmed
 	}
@@ -246,6 +265,62 @@ func (c *CQ) Close() error {
 	if !c.closed {
 		c.closed = true
 		close(c.done)
+		if c.modTimer != nil {
+			c.modTimer.Stop()
+		}
 	}
 	return nil
+}
+
+// Pushed returns how many completions the CQ has accepted since it was
+// created. Together with a count of handled completions it gives a drain
+// barrier: everything pushed before the call has been handled once the
+// handled count reaches it.
+func (c *CQ) Pushed() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pushed
+}
+
+// SetModeration sets the event moderation of the CQ (ibv_modify_cq): an
+// armed CQ raises its event once comps completions are waiting, or period
+// after the first completion if fewer arrive. comps <= 1 turns moderation
+// off (every completion fires an armed CQ). Error completions always fire
+// at once.
+func (c *CQ) SetModeration(comps int, period time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A deferred event already pending keeps its timer: it fires no later
+	// than it would have, so lowering the moderation strands nothing.
+	c.modComps, c.modPeriod = comps, period
+}
+
+// Moderation returns the current moderation (comps, period).
+func (c *CQ) Moderation() (int, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.modComps, c.modPeriod
+}
+
+func (c *CQ) startModTimerLocked() {
+	if c.modTimer == nil {
+		c.modTimer = time.AfterFunc(c.modPeriod, c.modExpired)
+		return
+	}
+	c.modTimer.Reset(c.modPeriod)
+}
+
+// modExpired delivers a deferred event: the moderation period ran out
+// before enough completions arrived.
+func (c *CQ) modExpired() {
+	c.mu.Lock()
+	c.modArmed = false
+	fire := !c.closed && c.armed == armedNext && c.count > 0
+	if fire {
+		c.armed = disarmed
+	}
+	c.mu.Unlock()
+	if fire {
+		c.signal()
+	}
 }

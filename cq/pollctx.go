@@ -1,0 +1,49 @@
+package cq
+
+import "fmt"
+
+// PollContext says who polls a CQ and calls the Done of its entries
+// (enum ib_poll_context).
+type PollContext uint8
+
+const (
+	// PollSoftIRQ: one poller goroutine per completion vector runs the CQs
+	// of that vector, Batch completions at a time and at most BudgetIRQ per
+	// run, then re-arms (irq_poll).
+	PollSoftIRQ PollContext = 0
+	// PollWorkqueue: a bounded pool of worker goroutines runs scheduled
+	// CQs with BudgetWorkqueue per run (ib_comp_wq).
+	PollWorkqueue PollContext = 1
+	// PollDirect: nobody is woken; the caller drives Managed.Process with
+	// its own budget (ib_process_cq_direct). Not allowed for pooled CQs.
+	PollDirect PollContext = 3
+)
+
+// The kernel's processing constants (drivers/infiniband/core/cq.c).
+const (
+	Batch           = 16    // IB_POLL_BATCH: completions per poll
+	BatchDirect     = 8     // IB_POLL_BATCH_DIRECT
+	BudgetIRQ       = 256   // IB_POLL_BUDGET_IRQ: completions per softirq run
+	BudgetWorkqueue = 65536 // IB_POLL_BUDGET_WORKQUEUE
+	SharedCQSize    = 4096  // IB_MAX_SHARED_CQ_SZ: the least entries of a pooled CQ
+)
+
+func (p PollContext) String() string {
+	switch p {
+	case PollSoftIRQ:
+		return "softirq"
+	case PollWorkqueue:
+		return "workqueue"
+	case PollDirect:
+		return "direct"
+	}
+	return fmt.Sprintf("PollContext(%d)", uint8(p))
+}
+
+// budget returns the completions one scheduled run may handle.
+func (p PollContext) budget() int {
+	if p == PollWorkqueue {
+		return BudgetWorkqueue
+	}
+	return BudgetIRQ
+}

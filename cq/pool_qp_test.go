@@ -1,0 +1,239 @@
+package cq_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/memlink"
+)
+
+// side is one device with its pool and buffer.
+type side struct {
+	dev  *device.Device
+	pd   *device.PD
+	pool *cq.Pool
+	buf  []byte
+	mr   *device.MR
+}
+
+// link is one QP of a connection, with its pooled CQ lease.
+type link struct {
+	s         *side
+	id        int
+	qp        *qp.QP
+	lease     *cq.Lease
+	psn       rocev2.PSN
+	destroyed atomic.Bool
+}
+
+const slot = 256 // bytes of buffer per connection
+
+func newSide(t *testing.T, network *memlink.Network, addr string, cfg cq.PoolConfig, conns int) *side {
+	be, err := network.Attach(netip.MustParseAddrPort(addr))
+	require.NoError(t, err)
+	dev, err := device.New(device.Config{Backend: be})
+	require.NoError(t, err)
+	s := &side{dev: dev, pd: dev.AllocPD(), pool: cq.NewPool(cfg), buf: make([]byte, conns*slot)}
+	t.Cleanup(func() { s.pool.Close(); dev.Close() })
+	s.mr, err = s.pd.RegisterMR(s.buf, device.AccessLocalWrite)
+	require.NoError(t, err)
+	return s
+}
+
+func (s *side) newLink(t *testing.T, id int, pc cq.PollContext) *link {
+	const depth = 4
+	l, err := s.pool.Get(2*depth, -1, pc) // send + receive depth on one CQ
+	require.NoError(t, err)
+	q, err := qp.Create(s.pd, qp.InitAttr{
+		Type: qp.RC, SendCQ: l.SendCQ(), RecvCQ: l.RecvCQ(),
+		Cap: qp.Cap{MaxSendWR: depth, MaxRecvWR: depth},
+	})
+	require.NoError(t, err)
+	l.Bind(q.QPN())
+	return &link{s: s, id: id, qp: q, lease: l, psn: qp.RandomPSN()}
+}
+
+func (k *link) connect(t *testing.T, peer *link) {
+	gid, err := peer.s.dev.GID(1)
+	require.NoError(t, err)
+	require.NoError(t, k.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, AccessFlags: device.AccessLocalWrite},
+		qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskAccessFlags))
+	require.NoError(t, k.qp.Modify(&qp.Attr{
+		State: qp.RTR, PathMTU: rocev2.MTU1024, DestQPN: peer.qp.QPN(), RQPSN: peer.psn, MaxDestRdAtomic: 1,
+		AH: qp.AH{DGID: gid, SGIDIndex: 1, HopLimit: 64, DestPort: peer.s.dev.LocalAddr().Port()},
+	}, qp.MaskState|qp.MaskAV|qp.MaskPathMTU|qp.MaskDestQPN|qp.MaskRQPSN|qp.MaskMaxDestRdAtomic|qp.MaskMinRNRTimer))
+	require.NoError(t, k.qp.Modify(&qp.Attr{
+		State: qp.RTS, SQPSN: k.psn, Timeout: 12, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1,
+	}, qp.MaskState|qp.MaskSQPSN|qp.MaskTimeout|qp.MaskRetryCnt|qp.MaskRNRRetry|qp.MaskMaxQPRdAtomic))
+}
+
+func (k *link) sge() []qp.SGE {
+	return []qp.SGE{{Addr: k.s.mr.VA() + uint64(k.id*slot), Length: 64, LKey: k.s.mr.LKey()}}
+}
+
+// wrEntry is one work request's completion entry: it must run exactly once,
+// on its own link's QP, and never after the link was destroyed.
+type wrEntry struct {
+	k     *link
+	recv  bool
+	fired atomic.Int32
+	next  func(*cq.WC) // what the protocol does next, from inside Done
+	errs  *errList
+}
+
+func (e *wrEntry) Done(wc *cq.WC) {
+	if e.fired.Add(1) != 1 {
+		e.errs.add("link %d: entry completed twice", e.k.id)
+	}
+	if e.k.destroyed.Load() {
+		e.errs.add("link %d: completion after destroy", e.k.id)
+	}
+	if wc.QPNum != e.k.qp.QPN() {
+		e.errs.add("link %d: completion of QP %#x delivered to QP %#x's entry", e.k.id, wc.QPNum, e.k.qp.QPN())
+	}
+	if !wc.Status.OK() {
+		e.errs.add("link %d: %v", e.k.id, wc.Status)
+		return
+	}
+	if e.recv != wc.Opcode.IsRecv() {
+		e.errs.add("link %d: %v delivered to a recv=%v entry", e.k.id, wc.Opcode, e.recv)
+	}
+	if e.next != nil {
+		e.next(wc)
+	}
+}
+
+type errList struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (l *errList) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.list) < 20 {
+		l.list = append(l.list, fmt.Sprintf(format, args...))
+	}
+}
+
+func (l *errList) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.list...)
+}
+
+// Many QPs share a few pooled CQs under concurrent request/response traffic
+// posted from inside completion handlers: every completion reaches the
+// right entry exactly once, none arrives after its QP is destroyed and
+// drained, and Put returns all capacity.
+func TestManyQPsSharePooledCQs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  cq.PoolConfig
+		pc   cq.PollContext
+	}{
+		{"softirq", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ},
+		{"workqueue", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue},
+		{"legacy", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const conns, rounds = 40, 25
+			network := memlink.NewNetwork()
+			client := newSide(t, network, "127.0.0.1:4791", tc.cfg, conns)
+			server := newSide(t, network, "127.0.0.2:4791", tc.cfg, conns)
+			errs := &errList{}
+			var wg sync.WaitGroup // one Done per expected completion
+			wg.Add(conns * rounds * 4)
+			type pair struct{ c, s *link }
+			pairs := make([]pair, conns)
+			post := func(k *link, recv bool, next func(*cq.WC)) {
+				e := &wrEntry{k: k, recv: recv, next: next, errs: errs}
+				wrid, entry := k.lease.Tag(e)
+				var err error
+				if recv {
+					_, err = k.qp.PostRecv([]qp.RecvWR{{WRID: wrid, Entry: entry, SGL: k.sge()}})
+				} else {
+					_, err = k.qp.PostSend([]qp.SendWR{{WRID: wrid, Entry: entry, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: k.sge()}})
+				}
+				if err != nil {
+					errs.add("link %d: post: %v", k.id, err)
+				}
+			}
+			for i := range pairs {
+				c, s := client.newLink(t, i, tc.pc), server.newLink(t, i, tc.pc)
+				c.connect(t, s)
+				s.connect(t, c)
+				pairs[i] = pair{c, s}
+			}
+			counted := func(*cq.WC) { wg.Done() }
+			for i := range pairs {
+				c, s := pairs[i].c, pairs[i].s
+				// Server: each request's receive reposts itself and answers.
+				var onRequest func(*cq.WC)
+				onRequest = func(*cq.WC) {
+					wg.Done()
+					post(s, true, onRequest)
+					post(s, false, counted)
+				}
+				post(s, true, onRequest)
+				// Client: each response starts the next round.
+				sent := 0
+				var request func()
+				onResponse := func(*cq.WC) {
+					wg.Done()
+					if sent < rounds {
+						request()
+					}
+				}
+				request = func() {
+					sent++
+					post(c, true, onResponse)
+					post(c, false, counted)
+				}
+				request()
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second): // hang guard only
+				require.FailNow(t, "hang", "errors: %v", errs.get())
+			}
+			require.Empty(t, errs.get())
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for _, p := range pairs {
+				for _, k := range []*link{p.c, p.s} {
+					require.NoError(t, k.qp.Destroy())
+					require.NoError(t, k.lease.Drain(ctx))
+					k.destroyed.Store(true)
+					k.s.pool.Put(k.lease)
+				}
+			}
+			require.Empty(t, errs.get())
+			for _, s := range []*side{client, server} {
+				st := s.pool.Stats()
+				assert.Zero(t, st.Reserved, "Put returned every reservation")
+				assert.Zero(t, st.Orphans)
+				assert.GreaterOrEqual(t, st.Completions, uint64(conns*rounds*2))
+				if !tc.cfg.Legacy {
+					assert.Greater(t, st.CQs, tc.cfg.Vectors, "40 links do not fit one batch of 64-entry CQs")
+					assert.Less(t, st.CQs, conns, "links share CQs")
+				}
+			}
+		})
+	}
+}
