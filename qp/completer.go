@@ -290,7 +290,7 @@ func (q *QP) onRNRTimer() {
 	q.req.rnrWait = false
 	tx := q.dev.GetTx()
 	q.runRequester(tx)
-	tx.FlushPackets()
+	tx.Flush()
 	q.dev.PutTx(tx)
 }
 
@@ -387,7 +387,7 @@ func (q *QP) onRetryTimer() {
 	}
 	tx := q.dev.GetTx()
 	q.runRequester(tx)
-	tx.FlushPackets()
+	tx.Flush()
 	q.dev.PutTx(tx)
 }
 

@@ -210,7 +210,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	if to == RTS && (from == SQD || from == SQE) {
 		tx := q.dev.GetTx()
 		q.runRequester(tx)
-		tx.FlushPackets()
+		tx.Flush()
 		q.dev.PutTx(tx)
 	}
 	if to == SQD {
@@ -486,7 +486,7 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *device.TxB
 		sent := q.req.sent
 		q.runRequester(tx)
 		if q.req.sent != sent {
-			tx.FlushPackets()
+			tx.Flush()
 		}
 	}
 }

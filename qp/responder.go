@@ -15,7 +15,6 @@ package qp
 
 import (
 	"errors"
-	"net/netip"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
@@ -39,19 +38,6 @@ type responder struct {
 	res     []resource // READ/atomic response resources (IRD ring)
 	resNext int
 	fields  rocev2.Fields
-
-	// The coalesced ACK: packets asking for an ACK while one receive batch
-	// is handled are answered by a single ACK for the newest, sent when
-	// the batch's answers go out (RunDeferred).
-	ack       pendingAck
-	ackQueued bool
-}
-
-type pendingAck struct {
-	psn  rocev2.PSN
-	msn  uint32
-	dqpn uint32
-	dst  netip.AddrPort
 }
 
 // resource remembers a READ or atomic so that a duplicate can be answered
@@ -291,42 +277,15 @@ func (q *QP) execWrite(pkt *rocev2.Packet, tx *device.TxBatch) {
 	q.advance(pkt, tx)
 }
 
-// advance moves past an executed SEND/WRITE packet and ACKs it if asked:
-// the ACK is coalesced with any later one of the same receive batch.
+// advance moves past an executed SEND/WRITE packet and ACKs it if asked.
 func (q *QP) advance(pkt *rocev2.Packet, tx *device.TxBatch) {
-	r := &q.resp
 	psn := pkt.BTH().PSN()
-	r.epsn = psn.Add(1)
-	if !pkt.BTH().AckReq() {
+	q.resp.epsn = psn.Add(1)
+	if pkt.BTH().AckReq() {
+		q.sendAck(tx, rocev2.SyndromeACKUnlimited, psn)
+	} else {
 		q.dev.Counters.AckDeferred.Add(1)
-		return
 	}
-	r.ack = pendingAck{psn: psn, msn: r.msn, dqpn: q.attr.DestQPN, dst: q.raddr}
-	if r.ackQueued {
-		q.dev.Counters.AckDeferred.Add(1) // answered by the newer ACK
-		return
-	}
-	r.ackQueued = true
-	tx.Defer(q)
-}
-
-// RunDeferred sends the coalesced ACK (device.Deferred), when the device
-// flushes the answers of a receive batch.
-func (q *QP) RunDeferred(tx *device.TxBatch) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	r := &q.resp
-	if !r.ackQueued || q.state == Reset || q.state == stateDestroyed {
-		r.ackQueued = false
-		return
-	}
-	r.ackQueued = false
-	f := rocev2.Fields{
-		Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: r.ack.dqpn, PSN: r.ack.psn,
-		Syndrome: rocev2.SyndromeACKUnlimited, MSN: r.ack.msn,
-	}
-	buf, _ := f.Append(tx.Buffer(), nil)
-	tx.Commit(buf, r.ack.dst)
 }
 
 // checkRKey validates an inbound access of n bytes at va; on failure it

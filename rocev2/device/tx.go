@@ -14,22 +14,10 @@ const txSlot = 4096 + 64
 // goroutine at a time; its buffers are preallocated, so building and sending
 // packets does not allocate.
 type TxBatch struct {
-	dev      *Device
-	dgs      []rocev2.Datagram
-	slab     []byte
-	deferred []Deferred
+	dev  *Device
+	dgs  []rocev2.Datagram
+	slab []byte
 }
-
-// Deferred is work that a TxBatch runs just before it sends: a QP that was
-// asked for several ACKs while one receive batch was handled answers them
-// with one ACK for the newest, since ACKs are cumulative.
-type Deferred interface {
-	RunDeferred(tx *TxBatch)
-}
-
-// Defer asks tx to call d.RunDeferred before its next send. The caller
-// registers d at most once per flush.
-func (t *TxBatch) Defer(d Deferred) { t.deferred = append(t.deferred, d) }
 
 func newTxBatch(d *Device) *TxBatch {
 	return &TxBatch{
@@ -43,7 +31,7 @@ func newTxBatch(d *Device) *TxBatch {
 // when the batch is full. Append the packet to it and Commit it.
 func (t *TxBatch) Buffer() []byte {
 	if len(t.dgs) == cap(t.dgs) {
-		t.FlushPackets() // the caller may hold a QP lock: no deferred work here
+		t.Flush()
 	}
 	off := len(t.dgs) * txSlot
 	return t.slab[off : off : off+txSlot]
@@ -57,24 +45,9 @@ func (t *TxBatch) Commit(pkt []byte, dst netip.AddrPort) {
 // Len returns the number of packets waiting.
 func (t *TxBatch) Len() int { return len(t.dgs) }
 
-// Flush runs the deferred work (coalesced ACKs), then sends the queued
-// packets. Deferred work takes QP locks: call Flush holding none (the
-// device's receive path does, at the end of a batch); under a QP lock, use
-// FlushPackets.
+// Flush sends the queued packets. A send error is counted (send_err), not
+// returned: the packets count as lost, and RC recovers them.
 func (t *TxBatch) Flush() {
-	for len(t.deferred) > 0 {
-		d := t.deferred[len(t.deferred)-1]
-		t.deferred[len(t.deferred)-1] = nil
-		t.deferred = t.deferred[:len(t.deferred)-1]
-		d.RunDeferred(t) // may append packets (and send, if the batch fills)
-	}
-	t.FlushPackets()
-}
-
-// FlushPackets sends the queued packets, leaving deferred work for the next
-// Flush. A send error is counted (send_err), not returned: the packets count
-// as lost, and RC recovers them.
-func (t *TxBatch) FlushPackets() {
 	if len(t.dgs) == 0 {
 		return
 	}
