@@ -3,11 +3,11 @@ package devinfo
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // WriteGIDs prints d's GID table in the layout of the show_gids script:
@@ -55,38 +55,10 @@ func SysfsGID(g device.GID) string {
 }
 
 // netdevOf returns the name of the interface that owns addr, "-" if none
-// does. A loopback interface owns its whole prefix, as Linux routes it.
+// does.
 func netdevOf(addr netip.Addr) string {
-	addr = addr.WithZone("").Unmap()
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return "-"
-	}
-	for _, ifi := range ifs {
-		addrs, err := ifi.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			ip, ok := netip.AddrFromSlice(ipn.IP)
-			if !ok {
-				continue
-			}
-			ip = ip.Unmap()
-			if ip == addr {
-				return ifi.Name
-			}
-			bits, _ := ipn.Mask.Size()
-			if ifi.Flags&net.FlagLoopback != 0 && ip.Is4() == addr.Is4() {
-				if pfx, err := ip.Prefix(bits); err == nil && pfx.Contains(addr) {
-					return ifi.Name
-				}
-			}
-		}
+	if ifi, ok := udp.InterfaceOf(addr); ok {
+		return ifi.Name
 	}
 	return "-"
 }
