@@ -54,5 +54,11 @@ demo: build
 tshark-check: build
 	@./scripts/tshark-check.sh conformance/testdata/rxe/*.pcap
 
+## interop: as root, boot Linux's rxe under QEMU and run rdma-core's programs against goroce's (INTEROP_FLAGS: see conformance/interop/README.md)
+.PHONY: interop
+interop:
+	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/rocedump
+	$(GO) run ./conformance/interop $(INTEROP_FLAGS)
+
 clean:
 	rm -rf bin $(OUT)

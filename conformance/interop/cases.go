@@ -1,0 +1,223 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A case is one run of a peer program in the guest (the kernel's rxe)
+// against goroce's version of it on the host side, one of them the server.
+//
+// To add a case, add a line to cases() below. To add a program pair (say
+// ibv_uc_pingpong against cmd/uc_pingpong), add a tool: its two program
+// names, how to build their arguments and how to read their results.
+
+// side is where the server runs.
+type side int
+
+const (
+	guestServer  side = iota // the kernel's program serves, goroce's connects
+	goroceServer             // goroce's program serves, the kernel's connects
+)
+
+func (s side) String() string {
+	if s == guestServer {
+		return "rxe srv ← goroce cli"
+	}
+	return "goroce srv ← rxe cli"
+}
+
+// tool is a program pair: the guest's (rdma-core's) and goroce's.
+type tool struct {
+	name      string
+	guestProg string // in the guest's PATH
+	goroceCmd string // under -bin
+	// args returns the arguments both programs share (the server address
+	// is added for the client, the device options per side).
+	args func(c *testCase, port int) []string
+	// guestDev and goroceDev are the options naming each side's device.
+	guestDev, goroceDev func(c *testCase, e endpoints) []string
+	// parse reads one program's output.
+	parse func(out string) perf
+	// listens: whether a program prints its address only once it listens;
+	// if so the harness waits for that line, else it watches the port.
+	goroceListenLine string
+}
+
+// pingpongArgs are the options ibv_*_pingpong and goroce's take alike.
+func pingpongArgs(c *testCase, port int) []string {
+	a := []string{"-p", strconv.Itoa(port), "-s", strconv.Itoa(c.size), "-m", strconv.Itoa(c.mtu), "-n", strconv.Itoa(c.iters)}
+	if c.events {
+		a = append(a, "-e")
+	}
+	if c.chk {
+		a = append(a, "-c")
+	}
+	return a
+}
+
+var rcPingpong = &tool{
+	name: "rc_pingpong", guestProg: "ibv_rc_pingpong", goroceCmd: "rc_pingpong",
+	args: pingpongArgs,
+	guestDev: func(_ *testCase, e endpoints) []string {
+		return []string{"-d", e.peerDev, "-i", "1", "-g", strconv.Itoa(e.peerGID)}
+	},
+	goroceDev: func(c *testCase, e endpoints) []string {
+		return []string{"-d", e.goroceAddr, "-g", "1", "-timeout", fmt.Sprintf("%ds", c.timeout())}
+	},
+	parse:            parsePingpong,
+	goroceListenLine: "local address:",
+}
+
+// endpoints are what the programs' arguments name: the kernel side's
+// device, its GID index and address, and goroce's address.
+type endpoints struct {
+	peerDev    string
+	peerGID    int
+	peerAddr   string
+	goroceAddr string
+}
+
+// guestEnds are the harness's own: the guest's rxe0 and the bridge.
+var guestEnds = endpoints{peerDev: "rxe0", peerGID: 1, peerAddr: guestIP, goroceAddr: hostIP}
+
+// commands returns the case's two command lines (program and arguments):
+// the kernel side's and goroce's, the client's with the server's address.
+func (c *testCase) commands(idx int, e endpoints) (guest, goroce []string) {
+	port := c.port(idx)
+	common := c.tool.args(c, port)
+	guest = append(append([]string{c.tool.guestProg}, c.tool.guestDev(c, e)...), common...)
+	goroce = append(append([]string{c.tool.goroceCmd}, c.tool.goroceDev(c, e)...), common...)
+	if c.server == guestServer {
+		goroce = append(goroce, e.peerAddr)
+	} else {
+		guest = append(guest, e.goroceAddr)
+	}
+	return guest, goroce
+}
+
+// port is the case's TCP port for the programs' out-of-band exchange: one
+// per case, so that nothing left of a case meets the next one.
+func (c *testCase) port(idx int) int { return 18515 + idx }
+
+// testCase is one case.
+type testCase struct {
+	tool   *tool
+	server side
+	size   int
+	iters  int
+	mtu    int     // path MTU: 1024 (NIC MTU 1500) or 4096 (NIC MTU 9000)
+	events bool    // -e
+	chk    bool    // -c
+	loss   float64 // percent: netem loss on what the guest sends (rxe's packets)
+	lossIn float64 // percent: netem loss on what the guest receives (goroce's packets)
+}
+
+func (c *testCase) name() string {
+	s := fmt.Sprintf("%s s=%d m=%d n=%d", c.tool.name, c.size, c.mtu, c.iters)
+	if c.events {
+		s += " -e"
+	}
+	if c.chk {
+		s += " -c"
+	}
+	if c.loss > 0 {
+		s += fmt.Sprintf(" loss=%g%%", c.loss)
+	}
+	if c.lossIn > 0 {
+		s += fmt.Sprintf(" lossin=%g%%", c.lossIn)
+	}
+	return s
+}
+
+// slug is the case's name as a file name.
+func (c *testCase) slug() string {
+	s := c.name() + " " + map[side]string{guestServer: "rxesrv", goroceServer: "gorocesrv"}[c.server]
+	return strings.NewReplacer(" ", "_", "=", "", "%", "pct", "-", "").Replace(s)
+}
+
+// nicMTU is the Ethernet MTU the case needs.
+func (c *testCase) nicMTU() int {
+	if c.mtu > 1024 {
+		return 9000
+	}
+	return 1500
+}
+
+// timeout bounds each program of the case, in seconds.
+func (c *testCase) timeout() int {
+	t := 30 + c.size/1024*c.iters/2000 // a generous 2 MB/s floor
+	if c.lossy() {
+		t *= 4
+	}
+	return t
+}
+
+func (c *testCase) lossy() bool { return c.loss > 0 || c.lossIn > 0 }
+
+// both adds the case once per direction.
+func both(c testCase) []testCase {
+	a, b := c, c
+	a.server, b.server = guestServer, goroceServer
+	return []testCase{a, b}
+}
+
+// cases is the list the harness runs, in this order (grouped by MTU so
+// the NIC MTU changes twice).
+func cases() []testCase {
+	var cs []testCase
+	for _, mtu := range []int{1024, 4096} {
+		for _, size := range []int{1, 1024, 4096, 65536} {
+			for _, ev := range []bool{false, true} {
+				cs = append(cs, both(testCase{tool: rcPingpong, size: size, iters: 1000, mtu: mtu, events: ev})...)
+			}
+		}
+	}
+	// Loss: netem drops 5% of what the guest's eth0 sends, requests and
+	// responses alike, so rxe retransmits to goroce (lost requests) and
+	// goroce to rxe (lost ACKs).
+	for _, size := range []int{1024, 4096, 65536} {
+		cs = append(cs, both(testCase{tool: rcPingpong, size: size, iters: 200, mtu: 1024, loss: 5})...)
+	}
+	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, events: true})...)
+	// And 5% of what it receives too (netem on an ifb that eth0's ingress
+	// is redirected to): goroce's requests are lost, rxe NAKs, goroce goes
+	// back N.
+	cs = append(cs, both(testCase{tool: rcPingpong, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5})...)
+	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
+	return cs
+}
+
+// perf is what a program reports.
+type perf struct {
+	ok       bool // both lines found
+	bytes    int64
+	secs     float64
+	mbits    float64
+	iters    int
+	usecIter float64
+}
+
+var (
+	bytesRE = regexp.MustCompile(`(?m)^(\d+) bytes in ([0-9.]+) seconds = ([0-9.]+) Mbit/sec`)
+	itersRE = regexp.MustCompile(`(?m)^(\d+) iters in ([0-9.]+) seconds = ([0-9.]+) usec/iter`)
+)
+
+// parsePingpong reads the two result lines ibv_*_pingpong prints.
+func parsePingpong(out string) perf {
+	var p perf
+	m1 := bytesRE.FindStringSubmatch(out)
+	m2 := itersRE.FindStringSubmatch(out)
+	if m1 == nil || m2 == nil {
+		return p
+	}
+	p.ok = true
+	p.bytes, _ = strconv.ParseInt(m1[1], 10, 64)
+	p.secs, _ = strconv.ParseFloat(m1[2], 64)
+	p.mbits, _ = strconv.ParseFloat(m1[3], 64)
+	p.iters, _ = strconv.Atoi(m2[1])
+	p.usecIter, _ = strconv.ParseFloat(m2[3], 64)
+	return p
+}
