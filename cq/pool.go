@@ -38,15 +38,14 @@ type PoolConfig struct {
 // the pool never puts more reservations on a CQ than it holds, so such
 // callers can never overflow it. CQs live until Close, never freed by Put.
 type Pool struct {
-	cfg      PoolConfig
-	vectors  []*runQueue // PollSoftIRQ, one goroutine each
-	wq       *runQueue   // PollWorkqueue
-	legacy   *legacy
-	mu       sync.Mutex // guards the fields below and Managed.used
-	cqs      map[PollContext][]*Managed
-	lastVec  int
-	closed   bool
-	closeErr error
+	cfg     PoolConfig
+	vectors []*runQueue // PollSoftIRQ, one goroutine each
+	wq      *runQueue   // PollWorkqueue
+	legacy  *legacy
+	mu      sync.Mutex // guards the fields below and Managed.used
+	cqs     map[PollContext][]*Managed
+	lastVec int
+	closed  bool
 }
 
 // NewPool starts a pool's pollers.

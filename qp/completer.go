@@ -423,9 +423,6 @@ func (q *QP) retireHead() {
 	}
 }
 
-// retireDone is retireHead for callers that just finished a local op.
-func (q *QP) retireDone() { q.retireHead() }
-
 // retire pushes w's completion: always for errors, for success only when
 // the WR was signaled.
 func (q *QP) retire(w *sendWQE, st cq.Status) {

@@ -391,23 +391,17 @@ func (q *QP) flushSQ() {
 	for q.sq.head != q.sq.tail {
 		w := q.sq.at(q.sq.head)
 		st := cq.WRFlushErr
-		if w.state == wqeDone && w.status != cq.Success {
-			st = w.status
+		if w.state == wqeDone {
+			st = w.status // finished (the failing WQE, or a local op): its own status
 		}
-		if w.state == wqeDone && w.status == cq.Success {
-			q.retire(w, cq.Success)
-		} else {
-			q.retire(w, st)
-		}
+		q.retire(w, st)
 		q.sq.head++
 	}
 	q.sq.req = q.sq.head
 }
 
 func (q *QP) flushRQ() {
-	if q.resp.rwqe != nil {
-		q.resp.rwqe = nil // already counted in the ring; flushed below
-	}
+	q.resp.rwqe = nil // the receive in progress is the ring's head: flushed below
 	for q.rq.head != q.rq.tail {
 		w := q.rq.at(q.rq.head)
 		wc := cq.WC{WRID: w.wrid, Entry: w.entry, Status: cq.WRFlushErr, Opcode: cq.OpRecv, QPNum: q.qpn}

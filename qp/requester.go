@@ -29,12 +29,9 @@ type requester struct {
 	rnrWait  bool       // an RNR NAK's timer is running: send nothing
 	sent     uint64     // packets built: did the requester send anything?
 	fields   rocev2.Fields
-	started  bool
 }
 
-func (r *requester) start(psn rocev2.PSN) {
-	r.psn, r.maxSent, r.started = psn, psn, true
-}
+func (r *requester) start(psn rocev2.PSN) { r.psn, r.maxSent = psn, psn }
 
 // runRequester sends what the send queue, the window and the gates allow,
 // and (re)arms the retransmit timer once for whatever it sent.
@@ -70,7 +67,7 @@ func (q *QP) sendWhatCan(tx *device.TxBatch) {
 			}
 			if w.state == wqeDone {
 				q.sq.req++
-				q.retireDone()
+				q.retireHead()
 				continue
 			}
 		}

@@ -22,9 +22,6 @@ import (
 
 var lrhCRC = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
-// maskedHeadersMax is the room for a masked IPv6 header, UDP header and BTH.
-const maskedHeadersMax = IPv6HeaderLen + UDPHeaderLen + BTHLen
-
 // icrcOver runs the ICRC over hdr (IP and UDP headers, already masked) and
 // pkt (BTH through pad). It masks the BTH itself.
 //

@@ -122,19 +122,12 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 	}
 	defer c.close()
 	gso, gro := n.features()
-	var raw *rawSocket
-	if sp.Raw {
-		if raw, err = openRaw(netip.AddrPortFrom(cfg.local, 0), gso, gro); err != nil {
-			return nil, err
-		}
-		defer raw.close()
-	}
-	ep, err := c.endpoint()
+	ep, raw, err := localEndpoint(cfg, n, c, sp.Raw)
 	if err != nil {
 		return nil, err
 	}
 	if raw != nil {
-		ep.RawPort = raw.port()
+		defer raw.close()
 	}
 	mtuEnum := mtuOf(sp.MTU)
 	if err := c.connect(peer, mtuEnum); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
@@ -56,6 +57,23 @@ func newQPConn(dev *device.Device, bufLen, sendDepth, recvDepth int) (*qpConn, e
 }
 
 // endpoint returns this side's record for the peer.
+// localEndpoint returns what this side tells its peer for one test: the
+// QP's endpoint and, with withRaw, the port of a raw-UDP baseline socket
+// opened with the device's GSO/GRO settings (the caller closes it).
+func localEndpoint(cfg *config, n *node, c *qpConn, withRaw bool) (*endpoint, *rawSocket, error) {
+	ep, err := c.endpoint()
+	if err != nil || !withRaw {
+		return ep, nil, err
+	}
+	gso, gro := n.features()
+	raw, err := openRaw(netip.AddrPortFrom(cfg.local, 0), gso, gro)
+	if err != nil {
+		return nil, nil, err
+	}
+	ep.RawPort = raw.port()
+	return ep, raw, nil
+}
+
 func (c *qpConn) endpoint() (*endpoint, error) {
 	gid, err := c.dev.GID(1)
 	if err != nil {

@@ -138,20 +138,12 @@ func serverTest(ctx context.Context, cfg *config, n *node, o *oob, sp *testSpec,
 		return nil, err
 	}
 	defer c.close()
-	var raw *rawSocket
-	if sp.Raw {
-		gso, gro := n.features()
-		if raw, err = openRaw(netip.AddrPortFrom(cfg.local, 0), gso, gro); err != nil {
-			return nil, err
-		}
-		defer raw.close()
-	}
-	ep, err := c.endpoint()
+	ep, raw, err := localEndpoint(cfg, n, c, sp.Raw)
 	if err != nil {
 		return nil, err
 	}
 	if raw != nil {
-		ep.RawPort = raw.port()
+		defer raw.close()
 	}
 	if err := o.send(&message{Kind: msgEndpoint, Endpoint: ep}); err != nil {
 		return nil, err

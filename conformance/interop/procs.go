@@ -66,23 +66,6 @@ func (p *proc) exited() bool {
 	}
 }
 
-// wait waits for the process to exit, at most d; on time-out it stops it.
-// It returns the exit code (-1 when killed or not started).
-func (p *proc) wait(ctx context.Context, d time.Duration) (int, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		p.stop(2 * time.Second)
-		return -1, fmt.Errorf("%s (pid %d) did not finish within %v: stopped", p.name, p.pid(), d)
-	case <-ctx.Done():
-		p.stop(2 * time.Second)
-		return -1, ctx.Err()
-	}
-	return p.exitCode(), nil
-}
-
 func (p *proc) exitCode() int {
 	if p.cmd.ProcessState == nil {
 		return -1

@@ -7,12 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Control messages of UDP segmentation offload. UDP_SEGMENT (send) carries
-// the segment size as a uint16; UDP_GRO (receive) carries it as an int.
-var (
-	segmentCmsgLen = unix.CmsgSpace(2)
-	groCmsgLen     = unix.CmsgSpace(4)
-)
+// segmentCmsgLen is the room for a UDP_SEGMENT control message (send),
+// which carries the segment size as a uint16. (UDP_GRO, on receive, carries
+// it as an int.)
+var segmentCmsgLen = unix.CmsgSpace(2)
 
 // putSegmentCmsg writes a UDP_SEGMENT control message for segments of size
 // bytes into b (segmentCmsgLen bytes, 8-aligned) and returns its length.

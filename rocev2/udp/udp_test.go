@@ -58,16 +58,17 @@ func TestExchange(t *testing.T) {
 			a := open(t, cfg)
 			cfg.Addr = netip.MustParseAddrPort(tc.b)
 			b := open(t, cfg)
-			gso, gro := a.Features()
-			assert.Equal(t, !tc.noGSO, gso, "gso")
-			_, gro = b.Features()
-			assert.Equal(t, !tc.noGRO, gro, "gro")
+			for _, be := range []*Backend{a, b} {
+				gso, gro := be.Features()
+				assert.Equal(t, !tc.noGSO, gso, "gso")
+				assert.Equal(t, !tc.noGRO, gro, "gro")
+			}
 
 			rng := rand.New(rand.NewPCG(1, 2))
 			sent := packets(t, rng, b.LocalAddr(), exchangeSizes(rng))
 			wait := startReceiving(b, len(sent), 10*time.Second)
 			require.NoError(t, a.Send(sent))
-			gso, _ = a.Features()
+			gso, _ := a.Features()
 			assert.Equal(t, !tc.noGSO, gso, "the kernel refused GSO")
 
 			got := wait(t)

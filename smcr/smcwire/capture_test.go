@@ -74,18 +74,6 @@ func loadCapture(t testing.TB, name string) capture {
 	return c
 }
 
-// captures lists every bundled capture.
-func captures(t testing.TB) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(captureDir, "*.pcap"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for i, f := range files {
-		files[i] = filepath.Base(f)
-	}
-	return files
-}
-
 // smcMessages returns every CLC, LLC and CDC message of the SMC captures,
 // for the round-trip, truncation and fuzz-seed tests.
 func smcMessages(t testing.TB) (clc, llc, cdc [][]byte) {
