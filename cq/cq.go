@@ -51,13 +51,19 @@ type CQ struct {
 
 	// progress holds the progress functions of the devices whose QPs use
 	// this CQ (see AttachProgress); Poll calls them when it finds nothing.
-	progress atomic.Pointer[[]progressFn]
+	progress atomic.Pointer[[]Progressor]
 	progMu   sync.Mutex // serializes AttachProgress
 }
 
-type progressFn struct {
-	key any
-	fn  func() bool
+// Progressor is what a CQ needs of a device (rocev2/device.Device) so that
+// its pollers can drive it.
+type Progressor interface {
+	// Progress handles waiting packets on the calling goroutine and reports
+	// whether there were any. It may hold back the packets they call for
+	// until its next call or Release.
+	Progress() bool
+	// Release sends what Progress held back.
+	Release()
 }
 
 type armState uint8
@@ -119,8 +125,8 @@ func (c *CQ) Poll(wcs []WC) int {
 	}
 	if p := c.progress.Load(); p != nil {
 		worked := false
-		for _, f := range *p {
-			worked = f.fn() || worked
+		for _, d := range *p {
+			worked = d.Progress() || worked
 		}
 		if worked {
 			return c.poll(wcs)
@@ -129,22 +135,32 @@ func (c *CQ) Poll(wcs []WC) int {
 	return 0
 }
 
-// AttachProgress registers fn (a device's Progress) to be called by Poll on
-// an empty CQ; key identifies the device, so attaching twice is harmless.
-func (c *CQ) AttachProgress(key any, fn func() bool) {
+// AttachProgress registers a device for Poll to drive when it finds the CQ
+// empty; attaching the same device twice is harmless.
+func (c *CQ) AttachProgress(d Progressor) {
 	c.progMu.Lock()
 	defer c.progMu.Unlock()
-	var list []progressFn
+	var list []Progressor
 	if p := c.progress.Load(); p != nil {
-		for _, f := range *p {
-			if f.key == key {
+		for _, have := range *p {
+			if have == d {
 				return
 			}
 		}
 		list = append(list, *p...)
 	}
-	list = append(list, progressFn{key, fn})
+	list = append(list, d)
 	c.progress.Store(&list)
+}
+
+// release lets the attached devices send what their Progress held back:
+// the caller is about to sleep.
+func (c *CQ) release() {
+	if p := c.progress.Load(); p != nil {
+		for _, d := range *p {
+			d.Release()
+		}
+	}
 }
 
 func (c *CQ) poll(wcs []WC) int {
@@ -228,6 +244,7 @@ func (c *CQ) signal() {
 // already waiting (IB_CQ_REPORT_MISSED_EVENTS): a caller that sees true must
 // poll again, since those completions will not raise an event by themselves.
 func (c *CQ) Arm(solicitedOnly bool) (missed bool) {
+	c.release() // before c.mu: devices push completions under their own locks
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if solicitedOnly {

@@ -290,7 +290,6 @@ func (q *QP) onRNRTimer() {
 	q.req.rnrWait = false
 	tx := q.dev.GetTx()
 	q.runRequester(tx)
-	tx.Flush()
 	q.dev.PutTx(tx)
 }
 
@@ -387,7 +386,6 @@ func (q *QP) onRetryTimer() {
 	}
 	tx := q.dev.GetTx()
 	q.runRequester(tx)
-	tx.Flush()
 	q.dev.PutTx(tx)
 }
 

@@ -39,8 +39,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	if n > 0 {
 		tx := q.dev.GetTx()
 		q.runRequester(tx)
-		tx.Flush() // under the lock: this QP's packets leave in PSN order
-		q.dev.PutTx(tx)
+		q.dev.PutTx(tx) // sends under the lock: this QP's packets leave in PSN order
 	}
 	return n, err
 }

@@ -70,6 +70,7 @@ func localEndpoint(cfg *config, n *node, c *qpConn, withRaw bool) (*endpoint, *r
 	if err != nil {
 		return nil, nil, err
 	}
+	raw.setSpin(cfg.spin > 0)
 	ep.RawPort = raw.port()
 	return ep, raw, nil
 }

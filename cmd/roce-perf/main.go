@@ -88,7 +88,10 @@ func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error
 		defer pprof.StopCPUProfile()
 	}
 	if cfg.spin < 0 {
-		cfg.spin = defaultSpin()
+		cfg.spin = busySpin
+		if cfg.events {
+			cfg.spin = 0
+		}
 	}
 	n, err := openNode(cfg.local, cfg.rocePort, cfg.capture)
 	if err != nil {

@@ -18,14 +18,12 @@ type poller struct {
 	spin int
 }
 
-// defaultSpin is the spin count for this machine: with two processors or
-// fewer, the two devices' receive loops need them, so sleep at once.
-func defaultSpin() int {
-	if runtime.NumCPU() <= 2 {
-		return 0
-	}
-	return 200
-}
+// busySpin is the default spin count: perftest's pollers busy-poll, and a
+// goroce CQ poll that finds nothing drives the device's receive path itself
+// (Device.Progress), so the poller takes its packets without waiting for
+// the receive goroutine to be scheduled. After this many empty polls (well
+// over a second) it sleeps on the CQ's event channel after all.
+const busySpin = 1 << 20
 
 func newPoller(c *cq.CQ, spin int) *poller {
 	return &poller{cq: c, wcs: make([]cq.WC, 64), spin: spin}

@@ -22,6 +22,7 @@ func (s *rawSocket) recvBatch() (int, error)                        { return 0, 
 func (s *rawSocket) msg(int) ([]byte, int, netip.AddrPort)          { return nil, 1, netip.AddrPort{} }
 func (s *rawSocket) sendCtl(netip.AddrPort, byte, int64) error      { return errRawUnsupported }
 func (s *rawSocket) setReadDeadline(time.Time) error                { return errRawUnsupported }
+func (s *rawSocket) setSpin(bool)                                   {}
 func (s *rawSocket) write([]byte, netip.AddrPort) error             { return errRawUnsupported }
 func (s *rawSocket) read([]byte) (int, netip.AddrPort, error) {
 	return 0, netip.AddrPort{}, errRawUnsupported

@@ -9,16 +9,18 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/goroce/goroce/qp"
 )
 
 // The raw bandwidth baseline needs flow control, or the sender would
 // overrun the receiver's socket buffer and measure the kernel's drops. It
 // uses goroce's own window: at most rawWindow packets unacknowledged
-// (maxUnackedPSNs), an acknowledgement every rawAckEvery packets
+// (qp.SendWindow), an acknowledgement every rawAckEvery packets
 // (RXE_MAX_PKT_PER_ACK). It is not reliable: a packet lost is counted,
 // not resent (loopback does not lose packets when the window is respected).
 const (
-	rawWindow      = 128
+	rawWindow      = qp.SendWindow
 	rawAckEvery    = 64
 	rawLossTimeout = 50 * time.Millisecond // no acknowledgement for this long: the window is lost
 	rawFinTimeout  = 2 * time.Second

@@ -74,6 +74,9 @@ type Device struct {
 	rxBatch []rocev2.Datagram
 	rxPkt   rocev2.Packet
 	rxTx    *TxBatch
+	// rxHeld is set while rxTx holds packets a Progress call held back
+	// (see Progress); it is written under rxMu and read without it.
+	rxHeld atomic.Bool
 
 	closeOnce sync.Once
 	rxDone    chan struct{}
@@ -174,6 +177,7 @@ func (d *Device) RemoveQP(qpn uint32) { d.qps.remove(qpn) }
 func (d *Device) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		d.Release() // the last ACKs a poller's Progress held back
 		err = d.backend.Close()
 		<-d.rxDone
 		d.timers.Close()
@@ -194,6 +198,7 @@ func (d *Device) receiveLoop() {
 			}
 			d.rxMu.Lock()
 			d.pollLocked(p)
+			d.releaseLocked()
 			d.rxMu.Unlock()
 		}
 	}
@@ -208,12 +213,15 @@ func (d *Device) receiveLoop() {
 		}
 		d.rxMu.Lock()
 		d.deliverBatch(n)
+		d.releaseLocked()
 		d.rxMu.Unlock()
 	}
 }
 
 // pollLocked receives and handles everything waiting; it reports whether
-// there was anything. The caller holds rxMu.
+// there was anything. The packets they call for wait in rxTx (it sends
+// itself when full); the caller flushes it or holds it back. The caller
+// holds rxMu.
 func (d *Device) pollLocked(p rocev2.Poller) bool {
 	any := false
 	for {
@@ -226,6 +234,7 @@ func (d *Device) pollLocked(p rocev2.Poller) bool {
 		if n < len(d.rxBatch) {
 			return any
 		}
+		d.rxTx.Flush() // more to come: do not hold these back behind it
 	}
 }
 
@@ -233,7 +242,12 @@ func (d *Device) deliverBatch(n int) {
 	for i := range d.rxBatch[:n] {
 		d.deliver(&d.rxBatch[i], &d.rxPkt, d.rxTx)
 	}
+}
+
+// releaseLocked sends whatever rxTx holds. The caller holds rxMu.
+func (d *Device) releaseLocked() {
 	d.rxTx.Flush()
+	d.rxHeld.Store(false)
 }
 
 // Progress handles, on the calling goroutine, whatever packets are waiting,
@@ -242,13 +256,33 @@ func (d *Device) deliverBatch(n int) {
 // than waiting for the receive goroutine to be scheduled. It never blocks:
 // if another goroutine is receiving, it returns false at once. Backends
 // that cannot receive without blocking (rocev2.Poller) make it a no-op.
+//
+// The packets the received ones call for (ACKs, READ responses) are held
+// back, not sent, until the caller's next device call: the next Progress,
+// Release (CQ.Arm calls it), or a post (PutTx sends them in the same system
+// call as the posted packets, after them), or until the receive goroutine
+// next runs. The caller got its completions first, so its reply leaves
+// before the ACK instead of one system call later: on a ping-pong the
+// ACK's send is off the critical path.
 func (d *Device) Progress() bool {
 	p, ok := d.backend.(rocev2.Poller)
 	if !ok || !d.rxMu.TryLock() {
 		return false
 	}
 	defer d.rxMu.Unlock()
-	return d.pollLocked(p)
+	d.releaseLocked() // what the last call held back
+	any := d.pollLocked(p)
+	d.rxHeld.Store(d.rxTx.Len() > 0)
+	return any
+}
+
+// Release sends the packets a Progress call held back. If another
+// goroutine is receiving it returns at once: that goroutine sends them.
+func (d *Device) Release() {
+	if d.rxHeld.Load() && d.rxMu.TryLock() {
+		d.releaseLocked()
+		d.rxMu.Unlock()
+	}
 }
 
 // deliver validates one datagram and hands it to its QP.
@@ -314,9 +348,16 @@ func (d *Device) GetTx() *TxBatch {
 	}
 }
 
-// PutTx flushes tx and returns it to the free list.
+// PutTx flushes tx and returns it to the free list. Packets a Progress
+// call held back go out in the same send, after tx's.
 func (d *Device) PutTx(tx *TxBatch) {
-	tx.Flush()
+	if d.rxHeld.Load() && d.rxMu.TryLock() {
+		tx.flushWith(d.rxTx)
+		d.rxHeld.Store(false)
+		d.rxMu.Unlock()
+	} else {
+		tx.Flush()
+	}
 	select {
 	case d.txFree <- tx:
 	default: // enough idle batches already

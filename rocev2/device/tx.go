@@ -59,3 +59,17 @@ func (t *TxBatch) Flush() {
 	clear(t.dgs)
 	t.dgs = t.dgs[:0]
 }
+
+// flushWith sends t's packets, then o's, in one Backend.Send when they fit
+// in one batch, and empties both.
+func (t *TxBatch) flushWith(o *TxBatch) {
+	if len(t.dgs)+len(o.dgs) > cap(t.dgs) {
+		t.Flush()
+		o.Flush()
+		return
+	}
+	t.dgs = append(t.dgs, o.dgs...) // o's buffers stay valid until o is cleared
+	t.Flush()
+	clear(o.dgs)
+	o.dgs = o.dgs[:0]
+}

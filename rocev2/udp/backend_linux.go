@@ -134,6 +134,8 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 		h.SetIovlen(1)
 		h.Name = &b.rx.m.names[i][0]
 		h.Control = &b.rx.m.control(i)[0]
+		h.Namelen = sockaddrLen
+		h.SetControllen(b.rx.m.oobLen)
 	}
 	b.rx.call = newMmsgCall(unix.SYS_RECVMMSG)
 	b.rx.tryFn = func(fd uintptr) { b.rx.call.call(fd) } // EAGAIN leaves n = 0

@@ -53,13 +53,7 @@ func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
 	}
 	want := min(len(pkts), b.batch)
 	m := &b.rx.m
-	for i := range want {
-		h := &m.hdrs[i]
-		h.Len = 0
-		h.Hdr.Namelen = sockaddrLen
-		h.Hdr.SetControllen(m.oobLen)
-		h.Hdr.Flags = 0
-	}
+	b.resetHeaders()
 	c := b.rx.call
 	c.hdrs = m.hdrs[:want]
 	c.n, c.err = 0, nil

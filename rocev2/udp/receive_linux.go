@@ -34,19 +34,28 @@ func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 // handed out by now.
 func (b *Backend) recv(want int) error {
 	m := &b.rx.m
-	for i := range want {
-		h := &m.hdrs[i]
-		h.Len = 0
-		h.Hdr.Namelen = sockaddrLen
-		h.Hdr.SetControllen(m.oobLen)
-		h.Hdr.Flags = 0
-	}
+	b.resetHeaders()
 	n, err := b.rx.call.do(b.rc, m.hdrs[:want])
 	if err != nil {
 		return b.ioError("receive", err)
 	}
 	b.rx.count, b.rx.next, b.rx.off = n, 0, 0
 	return nil
+}
+
+// resetHeaders restores the fields the kernel changed in the messages the
+// last read filled (only those: a read that found nothing changed none, and
+// a busy poller makes many of those).
+func (b *Backend) resetHeaders() {
+	m := &b.rx.m
+	for i := range b.rx.count {
+		h := &m.hdrs[i]
+		h.Len = 0
+		h.Hdr.Namelen = sockaddrLen
+		h.Hdr.SetControllen(m.oobLen)
+		h.Hdr.Flags = 0
+	}
+	b.rx.count = 0
 }
 
 // drain hands out the packets of the messages read last, splitting GRO
