@@ -38,7 +38,9 @@ func (p *poller) wait(ctx context.Context, wake <-chan struct{}) ([]cq.WC, error
 			return p.wcs[:n], nil
 		}
 		if i < p.spin {
-			runtime.Gosched()
+			if i%64 == 63 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		if p.cq.Arm(false) {

@@ -350,8 +350,8 @@ func (s *rawSocket) readSpin(b []byte) (int, netip.AddrPort, error) {
 			if d := s.deadline.Load(); d != 0 && time.Now().UnixNano() >= d {
 				return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
 			}
+			runtime.Gosched()
 		}
-		runtime.Gosched()
 	}
 }
 
