@@ -129,7 +129,13 @@ func (c *CQ) Poll(wcs []WC) int {
 			worked = d.Progress() || worked
 		}
 		if worked {
-			return c.poll(wcs)
+			n := c.poll(wcs)
+			if n == 0 {
+				// Nothing for this caller to answer: do not hold back the
+				// packets the devices' Progress held for it.
+				c.release()
+			}
+			return n
 		}
 	}
 	return 0

@@ -176,11 +176,15 @@ func TestStrings(t *testing.T) {
 type fakeDevice struct {
 	c                   *CQ
 	pending             int
+	otherCQ             bool // Progress handles packets, none for c
 	progresses, release int
 }
 
 func (f *fakeDevice) Progress() bool {
 	f.progresses++
+	if f.otherCQ {
+		return true
+	}
 	if f.pending == 0 {
 		return false
 	}
@@ -192,8 +196,9 @@ func (f *fakeDevice) Progress() bool {
 
 func (f *fakeDevice) Release() { f.release++ }
 
-// An empty Poll drives the attached devices; Arm lets them release what
-// they held back before the caller sleeps. Attaching twice attaches once.
+// An empty Poll drives the attached devices and lets them hold back what
+// the packets call for only when it returns completions; Arm lets them
+// release it before the caller sleeps. Attaching twice attaches once.
 func TestPollDrivesAndArmReleasesDevices(t *testing.T) {
 	c, err := New(8, Config{})
 	require.NoError(t, err)
@@ -207,7 +212,13 @@ func TestPollDrivesAndArmReleasesDevices(t *testing.T) {
 	dev.pending = 2
 	assert.Equal(t, 2, c.Poll(buf), "Poll returns what Progress produced")
 	assert.Equal(t, 2, dev.progresses)
-	assert.Zero(t, dev.release)
+	assert.Zero(t, dev.release, "the caller has completions to answer: the device may hold")
+
+	dev.otherCQ = true
+	assert.Zero(t, c.Poll(buf))
+	assert.Equal(t, 1, dev.release, "packets handled, nothing for this caller: release at once")
+	dev.otherCQ = false
+	dev.release = 0
 
 	assert.False(t, c.Arm(false))
 	assert.Equal(t, 1, dev.release, "Arm releases held packets before sleeping")

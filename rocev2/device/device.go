@@ -259,9 +259,9 @@ func (d *Device) releaseLocked() {
 //
 // The packets the received ones call for (ACKs, READ responses) are held
 // back, not sent, until the caller's next device call: the next Progress,
-// Release (CQ.Arm calls it), or a post (PutTx sends them in the same system
-// call as the posted packets, after them), or until the receive goroutine
-// next runs. The caller got its completions first, so its reply leaves
+// Release (CQ.Arm calls it, and CQ.Poll when Progress gave it nothing to
+// return), a post (PutTx sends them in the same system call as the posted
+// packets, after them), Close, or the receive goroutine's next run. The caller got its completions first, so its reply leaves
 // before the ACK instead of one system call later: on a ping-pong the
 // ACK's send is off the critical path.
 func (d *Device) Progress() bool {
