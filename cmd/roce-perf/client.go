@@ -151,7 +151,7 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 	switch kind {
 	case kindWrite, kindSend, kindRead:
 		r.TxDepth, r.CQMod = sp.TxDepth, sp.CQMod
-		if r.GoRoCE, err = runBW(ctx, c, sp, peer, cfg.spin); err != nil {
+		if r.GoRoCE, err = runBW(ctx, c, sp, peer, cfg.spinFor(sp.Kind)); err != nil {
 			return nil, err
 		}
 		if err := o.send(&message{Kind: msgDone, Count: r.GoRoCE.Msgs}); err != nil {
@@ -165,7 +165,7 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 			return nil, fmt.Errorf("the server received %d SENDs, %d completed here", m.Count, r.GoRoCE.Msgs)
 		}
 	case kindLat:
-		if r.GoRoCELat, err = runLat(ctx, c, sp, cfg.spin); err != nil {
+		if r.GoRoCELat, err = runLat(ctx, c, sp, cfg.spinFor(sp.Kind)); err != nil {
 			return nil, err
 		}
 		if err := o.send(&message{Kind: msgDone, Count: int64(r.GoRoCELat.Iters)}); err != nil {

@@ -70,7 +70,7 @@ func localEndpoint(cfg *config, n *node, c *qpConn, withRaw bool) (*endpoint, *r
 	if err != nil {
 		return nil, nil, err
 	}
-	raw.setSpin(cfg.spin > 0)
+	raw.setSpin(cfg.spinFor(kindLat) > 0) // only the latency baseline reads one at a time
 	ep.RawPort = raw.port()
 	return ep, raw, nil
 }

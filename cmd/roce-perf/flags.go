@@ -100,7 +100,7 @@ The client chooses the tests; the server follows and exits when the client is do
 	fs.IntVar(&c.txDepth, "q", defaultTxDepth, "TX `depth`: send work requests outstanding")
 	fs.IntVar(&c.cqMod, "Q", defaultCQMod, "signal every `N`th send work request (CQ moderation)")
 	fs.IntVar(&c.rxDepth, "r", defaultRxDepth, "receive work requests the SEND test keeps posted")
-	fs.IntVar(&c.spin, "spin", -1, "CQ `polls` before sleeping on a completion event (-1: busy-poll like perftest, 0 with -e)")
+	fs.IntVar(&c.spin, "spin", -1, "CQ `polls` before sleeping on a completion event (-1: busy-poll for latency, and for bandwidth with more than 2 CPUs; 0 with -e)")
 	fs.BoolVar(&c.events, "e", false, "sleep on completion events instead of busy-polling (perftest -e); the raw baseline then blocks too")
 	fs.BoolVar(&c.raw, "raw", true, "also measure the raw UDP baseline")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as one JSON object instead of tables")

@@ -87,12 +87,6 @@ func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if cfg.spin < 0 {
-		cfg.spin = busySpin
-		if cfg.events {
-			cfg.spin = 0
-		}
-	}
 	n, err := openNode(cfg.local, cfg.rocePort, cfg.capture)
 	if err != nil {
 		return err

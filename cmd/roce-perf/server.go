@@ -176,9 +176,9 @@ func serverTest(ctx context.Context, cfg *config, n *node, o *oob, sp *testSpec,
 	case kindWrite, kindRead:
 		_, err = o.recv(msgDone, limit) // one-sided: nothing to do here
 	case kindSend:
-		count, err = serveSendBW(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spin)
+		count, err = serveSendBW(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spinFor(sp.Kind))
 	case kindLat:
-		count, err = serveLat(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spin)
+		count, err = serveLat(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spinFor(sp.Kind))
 	case kindDemo:
 		var checks int
 		checks, err = serveDemo(ctx, c, o, cfg.timeout)
