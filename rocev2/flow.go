@@ -128,16 +128,47 @@ func (f *Flow) EncodeEthernet(b []byte) int {
 // carried in this flow.
 func (f *Flow) ICRC(pkt []byte) uint32 {
 	var hdr [IPv6HeaderLen + UDPHeaderLen]byte
-	n := f.EncodeIPUDP(hdr[:], len(pkt)+ICRCLen)
-	if f.IsIPv6() {
-		hdr[0] = 0x6f
-		hdr[1], hdr[2], hdr[3] = 0xff, 0xff, 0xff
-		hdr[7] = 0xff
-	} else {
-		hdr[1], hdr[8], hdr[10], hdr[11] = 0xff, 0xff, 0xff, 0xff
-	}
-	hdr[n-2], hdr[n-1] = 0xff, 0xff
+	n := f.encodeMaskedIPUDP(hdr[:], len(pkt)+ICRCLen)
 	return icrcOver(hdr[:n], pkt)
+}
+
+// encodeMaskedIPUDP writes the IP and UDP headers as the ICRC sees them:
+// the variant fields set to 1s (so the IPv4 checksum, masked anyway, is
+// not computed).
+func (f *Flow) encodeMaskedIPUDP(b []byte, roceLen int) int {
+	udpLen := UDPHeaderLen + roceLen
+	var n int
+	if f.IsIPv6() {
+		h := b[:IPv6HeaderLen]
+		binary.BigEndian.PutUint32(h[0:], 0x6fffffff) // version; class, flow label masked
+		binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
+		h[6] = protoUDP
+		h[7] = 0xff // hop limit
+		src, dst := f.Src.As16(), f.Dst.As16()
+		copy(h[8:24], src[:])
+		copy(h[24:40], dst[:])
+		n = IPv6HeaderLen
+	} else {
+		h := b[:IPv4HeaderLen]
+		h[0] = 0x45
+		h[1] = 0xff // TOS
+		binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
+		binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
+		binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
+		h[8] = 0xff // TTL
+		h[9] = protoUDP
+		h[10], h[11] = 0xff, 0xff // checksum
+		src, dst := f.Src.As4(), f.Dst.As4()
+		copy(h[12:16], src[:])
+		copy(h[16:20], dst[:])
+		n = IPv4HeaderLen
+	}
+	u := b[n : n+UDPHeaderLen]
+	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(u[2:], f.DstPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xff, 0xff // checksum
+	return n + UDPHeaderLen
 }
 
 // SealICRC computes the ICRC of pkt (BTH through the 4-byte trailer) and

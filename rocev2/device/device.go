@@ -77,6 +77,7 @@ type Device struct {
 	// rxHeld is set while rxTx holds packets a Progress call held back
 	// (see Progress); it is written under rxMu and read without it.
 	rxHeld atomic.Bool
+	hold   holdState
 
 	closeOnce sync.Once
 	rxDone    chan struct{}
@@ -121,6 +122,8 @@ func New(cfg Config) (*Device, error) {
 		LocalCAAckDelay: LocalCAAckDelay, PhysPortCnt: 1, NumCompVectors: runtime.GOMAXPROCS(0),
 		AtomicCap: "ATOMIC_HCA",
 	}
+	d.hold.tm.Init(d.onHoldTick)
+	register(d)
 	d.qps.init()
 	d.txFree = make(chan *TxBatch, 2*runtime.GOMAXPROCS(0)+2)
 	d.rxBatch = make([]rocev2.Datagram, d.batch)
@@ -177,6 +180,7 @@ func (d *Device) RemoveQP(qpn uint32) { d.qps.remove(qpn) }
 func (d *Device) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		unregister(d)
 		d.Release() // the last ACKs a poller's Progress held back
 		err = d.backend.Close()
 		<-d.rxDone
@@ -261,18 +265,24 @@ func (d *Device) releaseLocked() {
 // back, not sent, until the caller's next device call: the next Progress,
 // Release (CQ.Arm calls it, and CQ.Poll when Progress gave it nothing to
 // return), a post (PutTx sends them in the same system call as the posted
-// packets, after them), Close, or the receive goroutine's next run. The caller got its completions first, so its reply leaves
-// before the ACK instead of one system call later: on a ping-pong the
-// ACK's send is off the critical path.
+// packets, after them), Close, or the receive goroutine's next run; and
+// Progress on another device of the process, or a backstop timer, if none
+// of those comes (see hold.go). The caller got its completions first, so
+// its reply leaves before the ACK instead of one system call later: on a
+// ping-pong the ACK's send is off the critical path.
 func (d *Device) Progress() bool {
 	p, ok := d.backend.(rocev2.Poller)
 	if !ok || !d.rxMu.TryLock() {
 		return false
 	}
 	defer d.rxMu.Unlock()
+	d.releaseOthers()
 	d.releaseLocked() // what the last call held back
 	any := d.pollLocked(p)
-	d.rxHeld.Store(d.rxTx.Len() > 0)
+	if d.rxTx.Len() > 0 {
+		d.rxHeld.Store(true)
+		d.noteHold()
+	}
 	return any
 }
 

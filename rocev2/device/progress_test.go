@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,4 +140,34 @@ func TestProgressHoldsResponsesUntilARelease(t *testing.T) {
 	require.True(t, d.Progress())
 	require.NoError(t, d.Close())
 	assert.Equal(t, []string{"re:d"}, be.sent()[3], "Close sends what is held")
+}
+
+// What one device holds is released by Progress on another device of the
+// process, and, when nothing touches the device, by the backstop timer.
+func TestHeldResponsesAreNeverStranded(t *testing.T) {
+	open := func() (*Device, *pollOnly, uint32) {
+		be := newPollOnly()
+		d, err := New(Config{Backend: be})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		qpn, err := d.AddQP(&echoQP{qpn: 0x99})
+		require.NoError(t, err)
+		return d, be, qpn
+	}
+	a, abe, aqpn := open()
+	b, _, _ := open()
+
+	abe.queue(t, aqpn, "x")
+	require.True(t, a.Progress())
+	require.Empty(t, abe.sent(), "held")
+	b.Progress()
+	assert.Equal(t, [][]string{{"re:x"}}, abe.sent(), "another device's Progress released it")
+
+	abe.queue(t, aqpn, "y")
+	require.True(t, a.Progress())
+	require.Len(t, abe.sent(), 1, "held")
+	// Nothing touches a now: the backstop sends it within a few ticks.
+	require.Eventually(t, func() bool { return len(abe.sent()) == 2 }, time.Second, holdBackstop/4,
+		"the backstop timer did not release the held packet")
+	assert.Equal(t, []string{"re:y"}, abe.sent()[1])
 }

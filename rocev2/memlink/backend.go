@@ -132,6 +132,33 @@ func (b *Backend) deliver(pkt []byte, src netip.AddrPort) outcome {
 // next call. After Close it returns an error wrapping
 // rocev2.ErrBackendClosed.
 func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
+	return b.receive(pkts, true)
+}
+
+var _ rocev2.Poller = (*Backend)(nil)
+
+// WaitReadable blocks until a packet is queued, without taking it, or until
+// Close. With it, a device lets busy-polling CQs receive on their own
+// goroutine (Device.Progress), as over UDP.
+func (b *Backend) WaitReadable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.n == 0 && !b.shut {
+		b.ready.Wait()
+	}
+	if b.shut {
+		return errClosed
+	}
+	return nil
+}
+
+// TryReceive is Receive without waiting: it returns 0 when nothing is
+// queued.
+func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
+	return b.receive(pkts, false)
+}
+
+func (b *Backend) receive(pkts []rocev2.Datagram, wait bool) (int, error) {
 	b.mu.Lock()
 	// The caller is done with the previous batch.
 	b.free = append(b.free, b.lent...)
@@ -141,7 +168,7 @@ func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 		b.mu.Unlock()
 		return 0, nil
 	}
-	for b.n == 0 && !b.shut {
+	for wait && b.n == 0 && !b.shut {
 		b.ready.Wait()
 	}
 	if b.shut {
