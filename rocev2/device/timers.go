@@ -71,13 +71,13 @@ func (t *Timers) Reset(tm *Timer, d time.Duration) {
 	}
 }
 
-// Stop disarms tm. A Fn already running is not waited for.
+// Stop disarms tm. A Fn already running is not waited for. Like a later
+// deadline, it only updates a field: the entry leaves the queue when its
+// old deadline comes up, unless a Reset has re-armed it by then. An RC
+// requester stops and re-arms its retransmit timer on every ACK and post.
 func (t *Timers) Stop(tm *Timer) {
 	t.mu.Lock()
 	tm.deadline = time.Time{}
-	if tm.index >= 0 {
-		heap.Remove(&t.q, tm.index)
-	}
 	t.mu.Unlock()
 }
 
@@ -114,6 +114,10 @@ func (t *Timers) run() {
 		t.mu.Lock()
 		for len(t.q) > 0 && !t.q[0].queuedAt.After(now) {
 			tm := t.q[0]
+			if tm.deadline.IsZero() { // stopped
+				heap.Pop(&t.q)
+				continue
+			}
 			if tm.deadline.After(now) { // moved later: re-queue at the real deadline
 				tm.queuedAt = tm.deadline
 				heap.Fix(&t.q, 0)
