@@ -184,6 +184,11 @@ func openDevice(o *options) (*device.Device, error) {
 		hint := fmt.Sprintf("\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", addr, o.udpPort)
 		return nil, fail("Couldn't get context for goroce0", fmt.Errorf("%w%s", err, hint))
 	}
+	// Counters for other processes (roce-devinfo -counters -d ADDR), as a
+	// kernel device has them in sysfs; without them the run still works.
+	if err := dev.Publish(""); err != nil {
+		fmt.Fprintln(os.Stderr, "rc_pingpong: warning:", err)
+	}
 	return dev, nil
 }
 

@@ -7,17 +7,20 @@
 //	roce-devinfo -counters                                 rdma statistic counters
 //
 // A goroce device is not a kernel object that any process can query: it
-// lives in the process that opened it. roce-devinfo therefore opens a
-// device of its own on -d's address and shows that one: its attributes and
-// GIDs are those any goroce device on that address has, but its counters
-// are its own, all zero. To see the counters of a running program, ask the
-// program (rc_pingpong -stats prints them in the same layout).
+// lives in the process that opened it. For -counters, roce-devinfo first
+// asks a running device on -d's address and UDP port: one that publishes
+// its counters (device.Publish; rc_pingpong and roce-perf do) answers on a
+// Unix socket in device.RunDir(). Otherwise, and for everything else, it
+// opens a device of its own on that address and shows that one: its
+// attributes and GIDs are those any goroce device on that address has, but
+// its counters are its own, all zero.
 //
 // The exit status is 0 on success, 1 if the device cannot be opened, 2 for
 // bad flags and 4 for a port the device does not have (as ibv_devinfo).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +28,7 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/rocev2"
@@ -61,9 +65,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.list, "l", false, "print only the device's name (ibv_devinfo -l)")
 	fs.BoolVar(&c.gids, "gids", false, "print the GID table in the layout of the show_gids script")
 	fs.BoolVar(&c.counters, "counters", false, "print the device's counters, one \"name value\" line each, as rdma statistic\n"+
-		"does. They are the counters of the device roce-devinfo itself opens (a\n"+
-		"goroce device lives in one process): all zero. Use rc_pingpong -stats for\n"+
-		"the counters of a ping-pong run")
+		"does: those of the goroce program running on -d's address and -udp-port if\n"+
+		"it publishes them (rc_pingpong and roce-perf do), else those of a device\n"+
+		"roce-devinfo opens itself (all zero)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: roce-devinfo [flags]   print the attributes of a goroce device\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -99,6 +103,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if c.counters && !c.gids && !c.list && c.ibPort <= 1 && c.udpPort != 0 {
+		if p, ok := readRunning(c); ok {
+			if err := devinfo.WriteCounterList(stdout, p.Name, p.Counters); err != nil {
+				fmt.Fprintln(stderr, "roce-devinfo:", err)
+				return 1
+			}
+			return 0
+		}
+		fmt.Fprintf(stderr, "roce-devinfo: no running goroce device publishes counters for %v (in %s); showing a fresh device's counters (all zero)\n",
+			netip.AddrPortFrom(c.addr, c.udpPort), device.RunDir())
+	}
 	dev, err := openDevice(c, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "roce-devinfo:", err)
@@ -127,6 +142,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// readRunning reads the counters a running device on c.addr and c.udpPort
+// publishes, if one does.
+func readRunning(c config) (*device.Published, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := device.ReadPublished(ctx, device.PublishPath(device.RunDir(), netip.AddrPortFrom(c.addr, c.udpPort)))
+	return p, err == nil
 }
 
 // openDevice opens a device on c.addr and c.udpPort. When the default port

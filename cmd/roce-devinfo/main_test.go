@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/memlink"
 )
 
 // runDevinfo runs roce-devinfo in process. Every run passes -udp-port 0
@@ -142,4 +145,30 @@ func TestDevinfoPortInUse(t *testing.T) {
 	code, _, errOut := runDevinfo(t, "-udp-port", strconv.Itoa(int(port)))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "address already in use")
+}
+
+// -counters shows the counters a running device publishes on -d's address
+// and -udp-port; without one, a fresh device's (and says so).
+func TestCountersOfARunningDevice(t *testing.T) {
+	t.Setenv("GOROCE_RUN_DIR", t.TempDir())
+	network := memlink.NewNetwork()
+	be, err := network.Attach(netip.MustParseAddrPort("127.0.0.9:4791"))
+	require.NoError(t, err)
+	dev, err := device.New(device.Config{Name: "goroce0", Backend: be})
+	require.NoError(t, err)
+	defer dev.Close()
+	dev.Counters.SentPkts.Add(5)
+	dev.Counters.RetransmittedPkts.Add(2)
+	require.NoError(t, dev.Publish(""))
+
+	code, out, errOut := runDevinfo(t, "-d", "127.0.0.9", "-udp-port", "4791", "-counters")
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut)
+	assert.True(t, strings.HasPrefix(out, "link goroce0/1\n    sent_pkts 5\n"), out)
+	assert.Contains(t, out, "\n    retransmitted_pkts 2\n")
+
+	code, out, errOut = runDevinfo(t, "-d", "127.0.0.10", "-udp-port", "47910", "-counters")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "no running goroce device publishes counters for 127.0.0.10:47910")
+	assert.Contains(t, out, "    sent_pkts 0\n")
 }

@@ -63,6 +63,11 @@ func openNode(local netip.Addr, port int, capture string) (*node, error) {
 		ub.Close()
 		return nil, err
 	}
+	// Counters for other processes (roce-devinfo -counters -d ADDR); the
+	// run works without them.
+	if err := n.dev.Publish(""); err != nil {
+		fmt.Fprintln(os.Stderr, "roce-perf: warning:", err)
+	}
 	return n, nil
 }
 

@@ -11,9 +11,15 @@ import (
 // per counter, rxe's names first (see device.Counters.Snapshot). Scripts
 // can take the counters with awk '/^ / {print $1, $2}'.
 func WriteCounters(w io.Writer, d *device.Device) error {
+	return WriteCounterList(w, d.Name(), d.Counters.Snapshot())
+}
+
+// WriteCounterList prints named counters in WriteCounters' layout, for a
+// device known by name only (one another process publishes).
+func WriteCounterList(w io.Writer, name string, counters []device.Counter) error {
 	p := &printer{w: w}
-	p.f("link %s/%d\n", d.Name(), 1)
-	for _, c := range d.Counters.Snapshot() {
+	p.f("link %s/%d\n", name, 1)
+	for _, c := range counters {
 		p.f("    %s %d\n", c.Name, c.Value)
 	}
 	return p.err

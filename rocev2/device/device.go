@@ -79,6 +79,9 @@ type Device struct {
 	rxHeld atomic.Bool
 	hold   holdState
 
+	pubMu sync.Mutex // guards pub
+	pub   *publisher // the counter socket, see Publish
+
 	closeOnce sync.Once
 	rxDone    chan struct{}
 }
@@ -176,11 +179,13 @@ func (d *Device) AddQP(h QPHandler) (uint32, error) { return d.qps.add(h) }
 // finishes first.
 func (d *Device) RemoveQP(qpn uint32) { d.qps.remove(qpn) }
 
-// Close stops the receive loop and the timers and closes the backend.
+// Close stops the receive loop, the timers and publishing, and closes the
+// backend.
 func (d *Device) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
 		unregister(d)
+		d.stopPublishing()
 		d.Release() // the last ACKs a poller's Progress held back
 		err = d.backend.Close()
 		<-d.rxDone

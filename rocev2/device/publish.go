@@ -1,0 +1,188 @@
+package device
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A kernel RDMA device shows its counters to every process (sysfs
+// hw_counters, rdma statistic); a goroce device lives inside one process.
+// Publish closes the gap: the device answers on a Unix socket named after
+// its address, and any process of the same user reads the counters there
+// (roce-devinfo -counters -d ADDR does).
+//
+// The protocol is one text snapshot per connection:
+//
+//	goroce-counters 1
+//	name goroce0
+//	addr 127.0.0.1:4791
+//	pid 4242
+//	sent_pkts 1000
+//	...
+//
+// then the device closes the connection.
+
+const publishMagic = "goroce-counters 1"
+
+// publishWriteTimeout bounds how long a slow reader can hold the publisher
+// (and so Close) up.
+const publishWriteTimeout = time.Second
+
+// RunDir is the directory devices publish in by default: $GOROCE_RUN_DIR,
+// else goroce-UID in the system's temporary directory.
+func RunDir() string {
+	if d := os.Getenv("GOROCE_RUN_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("goroce-%d", os.Getuid()))
+}
+
+// PublishPath is the socket a device bound to ap publishes on in dir.
+func PublishPath(dir string, ap netip.AddrPort) string {
+	return filepath.Join(dir, fmt.Sprintf("%s_%d.sock", ap.Addr().Unmap(), ap.Port()))
+}
+
+// publisher is a device's counter socket.
+type publisher struct {
+	ln   *net.UnixListener
+	path string
+	done sync.WaitGroup
+}
+
+// Publish makes the device's counters readable by other processes on the
+// Unix socket PublishPath(dir, d.LocalAddr()); dir "" means RunDir(), which
+// is created (mode 0700) if missing. A socket left by a process that died
+// is replaced; one that answers belongs to a live device, and Publish fails.
+// Close stops publishing and removes the socket. One goroutine serves the
+// socket, answering one connection at a time.
+func (d *Device) Publish(dir string) error {
+	if dir == "" {
+		dir = RunDir()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
+	}
+	path := PublishPath(dir, d.local)
+	if _, err := os.Stat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("device %s: publish counters: %s already answers for a live device (another process on %v?)", d.name, path, d.local)
+		}
+		_ = os.Remove(path) // stale: its process is gone
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
+	}
+	p := &publisher{ln: ln, path: path}
+	d.pubMu.Lock()
+	defer d.pubMu.Unlock()
+	if d.pub != nil {
+		ln.Close()
+		return fmt.Errorf("device %s: already publishing on %s", d.name, d.pub.path)
+	}
+	d.pub = p
+	p.done.Add(1)
+	go d.servePublished(p)
+	return nil
+}
+
+func (d *Device) servePublished(p *publisher) {
+	defer p.done.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(publishWriteTimeout))
+		w := bufio.NewWriter(c)
+		fmt.Fprintf(w, "%s\nname %s\naddr %v\npid %d\n", publishMagic, d.name, d.local, os.Getpid())
+		for _, k := range d.Counters.Snapshot() {
+			fmt.Fprintf(w, "%s %d\n", k.Name, k.Value)
+		}
+		_ = w.Flush()
+		c.Close()
+	}
+}
+
+// stopPublishing closes the socket, waits for its goroutine and removes
+// the socket file.
+func (d *Device) stopPublishing() {
+	d.pubMu.Lock()
+	p := d.pub
+	d.pub = nil
+	d.pubMu.Unlock()
+	if p == nil {
+		return
+	}
+	p.ln.Close() // removes the socket file too (net.UnixListener unlinks on Close)
+	p.done.Wait()
+}
+
+// Published is what a device publishes: its name, address, process and
+// counters.
+type Published struct {
+	Name     string
+	Addr     netip.AddrPort
+	PID      int
+	Counters []Counter
+}
+
+// ReadPublished reads the counters a device publishes at path.
+func ReadPublished(ctx context.Context, path string) (*Published, error) {
+	var dl net.Dialer
+	c, err := dl.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	defer c.Close()
+	if t, ok := ctx.Deadline(); ok {
+		_ = c.SetReadDeadline(t)
+	}
+	s := bufio.NewScanner(c)
+	if !s.Scan() || s.Text() != publishMagic {
+		return nil, fmt.Errorf("read counters: %s does not speak %q", path, publishMagic)
+	}
+	p := &Published{}
+	for s.Scan() {
+		name, val, ok := strings.Cut(s.Text(), " ")
+		if !ok {
+			return nil, fmt.Errorf("read counters from %s: bad line %q", path, s.Text())
+		}
+		switch name {
+		case "name":
+			p.Name = val
+		case "addr":
+			if p.Addr, err = netip.ParseAddrPort(val); err != nil {
+				return nil, fmt.Errorf("read counters from %s: %w", path, err)
+			}
+		case "pid":
+			if p.PID, err = strconv.Atoi(val); err != nil {
+				return nil, fmt.Errorf("read counters from %s: %w", path, err)
+			}
+		default:
+			v, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("read counters from %s: counter %s: %w", path, name, err)
+			}
+			p.Counters = append(p.Counters, Counter{Name: name, Value: v})
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("read counters from %s: %w", path, err)
+	}
+	return p, nil
+}
