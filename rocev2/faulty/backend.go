@@ -30,7 +30,7 @@ type Backend struct {
 	out      []rocev2.Datagram // the batch being handed to inner
 	outMeta  []outMeta
 
-	rx *rand.Rand // used by the one goroutine in Receive
+	rx *rand.Rand // used by one receiver at a time (Receive, or TryReceive under the device's receive lock)
 
 	// The delay goroutine: wake tells it the delay queue gained a head,
 	// stop ends it, done closes when it has ended. nil without Delay.
@@ -248,7 +248,13 @@ func (b *Backend) Flush() error {
 // the package comment).
 func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 	n, err := b.inner.Receive(pkts)
-	for i := range pkts[:n] {
+	b.corrupt(pkts[:n])
+	return n, err
+}
+
+// corrupt flips a bit in some of pkts. Its caller is the one receiver.
+func (b *Backend) corrupt(pkts []rocev2.Datagram) {
+	for i := range pkts {
 		d := &pkts[i]
 		corrupt, bit := corruption(b.rx, &b.cfg)
 		if !corrupt || len(d.Buf) == 0 {
@@ -269,6 +275,36 @@ func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 		}
 		b.stats.corrupted.Add(1)
 	}
+}
+
+// Backend returns the injector as a device should be given it: when the
+// inner backend can receive without blocking (rocev2.Poller), so can the
+// returned one, and a device on it keeps its busy-polling path
+// (Device.Progress) under faults too; otherwise it is b itself.
+func (b *Backend) Backend() rocev2.Backend {
+	if p, ok := b.inner.(rocev2.Poller); ok {
+		return &polling{Backend: b, poller: p}
+	}
+	return b
+}
+
+// polling is a Backend over a rocev2.Poller, and a Poller itself. The
+// device calls TryReceive and Receive under one lock, so the receive-side
+// random stream still has one user at a time.
+type polling struct {
+	*Backend
+	poller rocev2.Poller
+}
+
+var _ rocev2.Poller = (*polling)(nil)
+
+// WaitReadable waits on the inner backend.
+func (p *polling) WaitReadable() error { return p.poller.WaitReadable() }
+
+// TryReceive receives without blocking and corrupts like Receive.
+func (p *polling) TryReceive(pkts []rocev2.Datagram) (int, error) {
+	n, err := p.poller.TryReceive(pkts)
+	p.corrupt(pkts[:n])
 	return n, err
 }
 

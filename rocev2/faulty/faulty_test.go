@@ -271,3 +271,46 @@ func TestCallerBuffersAndIDs(t *testing.T) {
 		assert.Equal(t, rocev2.ICRCOK, a.icrc, "a mangled packet is sealed over: its ICRC is good")
 	}
 }
+
+// Over a backend that can poll, Backend() polls too, and TryReceive
+// corrupts exactly as Receive does: the same seed gives the same bits.
+func TestPollingCorruptsLikeReceive(t *testing.T) {
+	cfg := Config{Seed: 7, Corrupt: 0.3}
+	run := func(poll bool) []arrival {
+		tx, rx, _ := pair(t, cfg)
+		sendAll(t, tx, numbered(t, rx.LocalAddr(), 200))
+		if !poll {
+			return receiveN(t, rx, 200)
+		}
+		p, ok := rx.Backend().(rocev2.Poller)
+		require.True(t, ok, "a wrapped memlink backend polls")
+		var out []arrival
+		batch := make([]rocev2.Datagram, 64)
+		for len(out) < 200 {
+			require.NoError(t, p.WaitReadable())
+			k, err := p.TryReceive(batch)
+			require.NoError(t, err)
+			for _, d := range batch[:k] {
+				out = append(out, arrival{binary.BigEndian.Uint32(d.Buf[rocev2.BTHLen:]), d.ICRC})
+			}
+		}
+		return out
+	}
+	blocking, polled := run(false), run(true)
+	assert.Equal(t, blocking, polled)
+	bad := 0
+	for _, a := range polled {
+		if a.icrc == rocev2.ICRCBad {
+			bad++
+		}
+	}
+	assert.InDelta(t, 60, bad, 30, "about Corrupt of the packets arrive corrupted")
+
+	_, rx, _ := pair(t, Config{})
+	inner := &blockingOnly{rx.inner}
+	_, polls := Wrap(inner, Config{}).Backend().(rocev2.Poller)
+	assert.False(t, polls, "over a backend that cannot poll, neither can the wrapper")
+}
+
+// blockingOnly hides an inner backend's Poller methods.
+type blockingOnly struct{ rocev2.Backend }
