@@ -91,29 +91,7 @@ func (t *Tap) Receive(pkts []rocev2.Datagram) (int, error) {
 // backend can too, so that a tapped device keeps its busy-polling path
 // (Device.Progress); otherwise it is the Tap itself.
 func (t *Tap) Backend() rocev2.Backend {
-	if p, ok := t.inner.(rocev2.Poller); ok {
-		return &pollingTap{Tap: t, poller: p}
-	}
-	return t
-}
-
-// pollingTap is a Tap over a rocev2.Poller, and a Poller itself.
-type pollingTap struct {
-	*Tap
-	poller rocev2.Poller
-}
-
-var _ rocev2.Poller = (*pollingTap)(nil)
-
-// WaitReadable waits on the inner backend.
-func (p *pollingTap) WaitReadable() error { return p.poller.WaitReadable() }
-
-// TryReceive receives through the inner backend without blocking and
-// records what it returns, like Receive.
-func (p *pollingTap) TryReceive(pkts []rocev2.Datagram) (int, error) {
-	n, err := p.poller.TryReceive(pkts)
-	p.recordReceived(pkts[:n])
-	return n, err
+	return rocev2.KeepPolling(t, t.inner, t.recordReceived)
 }
 
 // recordReceived records received packets as Inbound.

@@ -103,3 +103,31 @@ type Poller interface {
 	// is waiting.
 	TryReceive(pkts []Datagram) (n int, err error)
 }
+
+// KeepPolling is for backends that decorate another (a capture tap, a fault
+// injector): it returns b, the decorator, able to poll when inner can. Its
+// WaitReadable waits on inner, and its TryReceive receives from inner and
+// hands what it got to received, which must do to the packets what b's
+// Receive does. When inner cannot poll, it returns b as it is.
+func KeepPolling(b, inner Backend, received func([]Datagram)) Backend {
+	p, ok := inner.(Poller)
+	if !ok {
+		return b
+	}
+	return &pollingDecorator{Backend: b, inner: p, received: received}
+}
+
+// pollingDecorator is a decorating Backend that polls through its inner one.
+type pollingDecorator struct {
+	Backend
+	inner    Poller
+	received func([]Datagram)
+}
+
+func (p *pollingDecorator) WaitReadable() error { return p.inner.WaitReadable() }
+
+func (p *pollingDecorator) TryReceive(pkts []Datagram) (int, error) {
+	n, err := p.inner.TryReceive(pkts)
+	p.received(pkts[:n])
+	return n, err
+}

@@ -280,32 +280,11 @@ func (b *Backend) corrupt(pkts []rocev2.Datagram) {
 // Backend returns the injector as a device should be given it: when the
 // inner backend can receive without blocking (rocev2.Poller), so can the
 // returned one, and a device on it keeps its busy-polling path
-// (Device.Progress) under faults too; otherwise it is b itself.
+// (Device.Progress) under faults too; otherwise it is b itself. The device
+// receives under one lock, so the receive-side random stream still has one
+// user at a time.
 func (b *Backend) Backend() rocev2.Backend {
-	if p, ok := b.inner.(rocev2.Poller); ok {
-		return &polling{Backend: b, poller: p}
-	}
-	return b
-}
-
-// polling is a Backend over a rocev2.Poller, and a Poller itself. The
-// device calls TryReceive and Receive under one lock, so the receive-side
-// random stream still has one user at a time.
-type polling struct {
-	*Backend
-	poller rocev2.Poller
-}
-
-var _ rocev2.Poller = (*polling)(nil)
-
-// WaitReadable waits on the inner backend.
-func (p *polling) WaitReadable() error { return p.poller.WaitReadable() }
-
-// TryReceive receives without blocking and corrupts like Receive.
-func (p *polling) TryReceive(pkts []rocev2.Datagram) (int, error) {
-	n, err := p.poller.TryReceive(pkts)
-	p.corrupt(pkts[:n])
-	return n, err
+	return rocev2.KeepPolling(b, b.inner, b.corrupt)
 }
 
 // LocalAddr delegates.
