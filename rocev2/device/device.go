@@ -263,8 +263,9 @@ func (d *Device) releaseLocked() {
 // and reports whether there were any. A CQ calls it when a poll finds it
 // empty, so an application that busy-polls drives the device itself rather
 // than waiting for the receive goroutine to be scheduled. It never blocks:
-// if another goroutine is receiving, it returns false at once. Backends
-// that cannot receive without blocking (rocev2.Poller) make it a no-op.
+// if another goroutine is receiving, it returns false at once. On a
+// backend that cannot receive without blocking (not a rocev2.Poller) it
+// does nothing.
 //
 // The packets the received ones call for (ACKs, READ responses) are held
 // back, not sent, until the caller's next device call: the next Progress,
