@@ -147,6 +147,12 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 	printBanner(out, n.dev.Name(), sp, ep, peer)
 
 	r := &result{Test: kind, Size: sp.Size, MTU: sp.MTU, GSO: gso, GRO: gro}
+	if kind == kindLat {
+		r.Wait = waitEvents
+		if cfg.spinFor(kindLat) > 0 {
+			r.Wait = waitBusy
+		}
+	}
 	before := n.dev.Counters.Snapshot()
 	switch kind {
 	case kindWrite, kindSend, kindRead:

@@ -22,8 +22,14 @@ type poller struct {
 // goroce CQ poll that finds nothing drives the device's receive path itself
 // (Device.Progress), so the poller takes its packets without waiting for
 // the receive goroutine to be scheduled. After this many empty polls (well
-// over a second) it sleeps on the CQ's event channel after all.
+// a second or so) it sleeps on the CQ's event channel after all.
 const busySpin = 1 << 20
+
+// How a latency test waited for packets (result.Wait).
+const (
+	waitBusy   = "busy-poll"
+	waitEvents = "events"
+)
 
 // spinFor returns the spin count for a test of kind: -spin when given, 0
 // with -e, else busy polling for the latency test, as perftest does, and

@@ -17,8 +17,8 @@ const (
 
 // rawPing is the raw latency baseline: a UDP datagram of size bytes to
 // the echo at dst and back, iters times or for dur, each round trip one
-// sample, on a blocking socket (the runtime's poller), as goroce's device
-// waits for packets.
+// sample. The socket waits as goroce's pollers do in the same run: it
+// busy-polls (rawSocket.spin) or blocks in the runtime's poller (-e).
 func rawPing(ctx context.Context, s *rawSocket, dst netip.AddrPort, size, iters int, dur time.Duration) (*latStats, error) {
 	buf := make([]byte, max(size, 8))
 	rbuf := make([]byte, 64<<10)

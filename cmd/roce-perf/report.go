@@ -31,6 +31,7 @@ type result struct {
 	GoRoCELat *latStats     `json:"goroce_lat,omitempty"`
 	RawLat    *latStats     `json:"raw_udp_lat,omitempty"`
 	Ratio     float64       `json:"ratio,omitempty"` // goroce/raw: Gbit/s, or t_typical for latency
+	Wait      string        `json:"wait,omitempty"`  // latency: how both sides waited, "busy-poll" or "events"
 	GSO       bool          `json:"gso"`
 	GRO       bool          `json:"gro"`
 	Counters  []counter     `json:"counters,omitempty"` // the client device's counters that moved
@@ -161,7 +162,11 @@ func printResult(w io.Writer, r *result) {
 		printLat(w, r.Size, r.GoRoCELat)
 		fmt.Fprintln(w, resultLine)
 		if r.RawLat != nil {
-			fmt.Fprintf(w, " raw UDP baseline (%d B ping-pong, blocking socket):\n", r.Size)
+			how := "blocking socket"
+			if r.Wait == waitBusy {
+				how = "busy-polled socket, as goroce's CQ"
+			}
+			fmt.Fprintf(w, " raw UDP baseline (%d B ping-pong, %s):\n", r.Size, how)
 			printLat(w, r.Size, r.RawLat)
 			fmt.Fprintln(w, resultLine)
 			fmt.Fprintf(w, " t_typical goroce %.2f usec, raw UDP %.2f usec; goroce/raw %.2f\n", r.GoRoCELat.TTypical, r.RawLat.TTypical, r.Ratio)
