@@ -186,7 +186,13 @@ func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		unregister(d)
 		d.stopPublishing()
-		d.Release() // the last ACKs a poller's Progress held back
+		// Send the last ACKs a poller's Progress held back, waiting for
+		// the receive goroutine if it is running: Release would leave them
+		// to it, and its flush could come after the backend is closed (the
+		// peer would then wait for those ACKs in vain).
+		d.rxMu.Lock()
+		d.releaseLocked()
+		d.rxMu.Unlock()
 		err = d.backend.Close()
 		<-d.rxDone
 		d.timers.Close()
