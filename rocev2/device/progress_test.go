@@ -171,3 +171,33 @@ func TestHeldResponsesAreNeverStranded(t *testing.T) {
 		"the backstop timer did not release the held packet")
 	assert.Equal(t, []string{"re:y"}, abe.sent()[1])
 }
+
+// Close sends what is held even when the receive lock is busy as it
+// closes: it waits for the lock rather than leave the packets to a receive
+// goroutine whose flush would come after the backend is closed.
+func TestCloseSendsHeldResponsesWhileTheReceiveLockIsBusy(t *testing.T) {
+	be := newPollOnly()
+	d, err := New(Config{Backend: be})
+	require.NoError(t, err)
+	qpn, err := d.AddQP(&echoQP{qpn: 0x99})
+	require.NoError(t, err)
+	be.queue(t, qpn, "last")
+	require.True(t, d.Progress())
+	require.Empty(t, be.sent(), "held")
+
+	d.rxMu.Lock() // as if the receive goroutine were handling a batch
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	isLive := func() bool {
+		for _, o := range *liveDevices.Load() {
+			if o == d {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return !isLive() }, 5*time.Second, time.Millisecond, "Close did not start")
+	d.rxMu.Unlock()
+	require.NoError(t, <-closed)
+	assert.Equal(t, [][]string{{"re:last"}}, be.sent())
+}
