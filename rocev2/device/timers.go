@@ -12,10 +12,11 @@ import (
 // a deadline later — what every ACK does to the retransmit timer — only
 // updates a field: the entry is re-queued when its old deadline comes up.
 type Timers struct {
+	base    time.Time // deadlines are monotonic nanoseconds since base (0: none)
 	mu      sync.Mutex
 	q       timerHeap
 	wake    *time.Timer
-	wakeAt  time.Time
+	wakeAt  int64
 	kick    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
@@ -25,14 +26,15 @@ type Timers struct {
 // block for long.
 type Timer struct {
 	Fn       func()
-	deadline time.Time // zero when stopped; guarded by Timers.mu
-	queuedAt time.Time // the heap key while queued
-	index    int       // heap index, -1 when not queued
+	deadline int64 // 0 when stopped; guarded by Timers.mu
+	queuedAt int64 // the heap key while queued
+	index    int   // heap index, -1 when not queued
 }
 
 // NewTimers starts the timer goroutine. Stop ends it.
 func NewTimers() *Timers {
 	t := &Timers{
+		base:    time.Now(),
 		wake:    time.NewTimer(time.Hour),
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -46,22 +48,26 @@ func NewTimers() *Timers {
 // Init prepares a Timer that calls fn when it fires.
 func (tm *Timer) Init(fn func()) { tm.Fn, tm.index = fn, -1 }
 
+// now returns the monotonic time since t.base: one clock read (time.Now
+// reads two, and every post and ACK re-arms a timer).
+func (t *Timers) now() int64 { return max(int64(time.Since(t.base)), 1) }
+
 // Reset arms tm to fire after d (replacing any earlier deadline).
 func (t *Timers) Reset(tm *Timer, d time.Duration) {
-	when := time.Now().Add(d)
+	when := t.now() + int64(max(d, 0))
 	t.mu.Lock()
 	tm.deadline = when
 	switch {
 	case tm.index < 0:
 		tm.queuedAt = when
 		heap.Push(&t.q, tm)
-	case when.Before(tm.queuedAt):
+	case when < tm.queuedAt:
 		tm.queuedAt = when
 		heap.Fix(&t.q, tm.index)
 	default:
 		// Later than queued: leave it; it is re-queued when it comes up.
 	}
-	kick := t.wakeAt.IsZero() || t.q[0].queuedAt.Before(t.wakeAt)
+	kick := t.wakeAt == 0 || t.q[0].queuedAt < t.wakeAt
 	t.mu.Unlock()
 	if kick {
 		select {
@@ -77,7 +83,7 @@ func (t *Timers) Reset(tm *Timer, d time.Duration) {
 // requester stops and re-arms its retransmit timer on every ACK and post.
 func (t *Timers) Stop(tm *Timer) {
 	t.mu.Lock()
-	tm.deadline = time.Time{}
+	tm.deadline = 0
 	t.mu.Unlock()
 }
 
@@ -85,7 +91,7 @@ func (t *Timers) Stop(tm *Timer) {
 func (t *Timers) Armed(tm *Timer) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return !tm.deadline.IsZero()
+	return tm.deadline != 0
 }
 
 // Close stops the goroutine and waits for it.
@@ -110,27 +116,27 @@ func (t *Timers) run() {
 		case <-t.wake.C:
 		}
 		due = due[:0]
-		now := time.Now()
+		now := t.now()
 		t.mu.Lock()
-		for len(t.q) > 0 && !t.q[0].queuedAt.After(now) {
+		for len(t.q) > 0 && t.q[0].queuedAt <= now {
 			tm := t.q[0]
-			if tm.deadline.IsZero() { // stopped
+			if tm.deadline == 0 { // stopped
 				heap.Pop(&t.q)
 				continue
 			}
-			if tm.deadline.After(now) { // moved later: re-queue at the real deadline
+			if tm.deadline > now { // moved later: re-queue at the real deadline
 				tm.queuedAt = tm.deadline
 				heap.Fix(&t.q, 0)
 				continue
 			}
 			heap.Pop(&t.q)
-			tm.deadline = time.Time{}
+			tm.deadline = 0
 			due = append(due, tm)
 		}
-		t.wakeAt = time.Time{}
+		t.wakeAt = 0
 		if len(t.q) > 0 {
 			t.wakeAt = t.q[0].queuedAt
-			t.wake.Reset(t.wakeAt.Sub(now))
+			t.wake.Reset(time.Duration(t.wakeAt - now))
 		}
 		t.mu.Unlock()
 		for _, tm := range due {
@@ -142,7 +148,7 @@ func (t *Timers) run() {
 type timerHeap []*Timer
 
 func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].queuedAt.Before(h[j].queuedAt) }
+func (h timerHeap) Less(i, j int) bool { return h[i].queuedAt < h[j].queuedAt }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j
