@@ -134,12 +134,23 @@ func TestProgressHoldsResponsesUntilARelease(t *testing.T) {
 	require.NoError(t, err)
 	tx.Commit(b, netip.MustParseAddrPort("127.0.0.2:4791"))
 	d.PutTx(tx)
-	assert.Equal(t, []string{"posted", "re:c"}, be.sent()[2], "a post sends the held answer after its own packets, in one send")
+	assert.Equal(t, []string{"posted", "re:c"}, be.sent()[2], "a one-packet post sends the held answer after its packet, in one send")
+
+	be.queue(t, qpn, "c2")
+	require.True(t, d.Progress())
+	tx = d.GetTx()
+	for _, p := range []string{"burst1", "burst2"} {
+		b, err := f.Append(tx.Buffer(), []byte(p))
+		require.NoError(t, err)
+		tx.Commit(b, netip.MustParseAddrPort("127.0.0.2:4791"))
+	}
+	d.PutTx(tx)
+	assert.Equal(t, []string{"re:c2", "burst1", "burst2"}, be.sent()[3], "a longer burst goes after the held answer, in one send")
 
 	be.queue(t, qpn, "d")
 	require.True(t, d.Progress())
 	require.NoError(t, d.Close())
-	assert.Equal(t, []string{"re:d"}, be.sent()[3], "Close sends what is held")
+	assert.Equal(t, []string{"re:d"}, be.sent()[4], "Close sends what is held")
 }
 
 // What one device holds is released by Progress on another device of the

@@ -60,12 +60,29 @@ func (t *TxBatch) Flush() {
 	t.dgs = t.dgs[:0]
 }
 
-// flushWith sends t's packets, then o's, in one Backend.Send when they fit
-// in one batch, and empties both.
+// flushWith sends t's packets and the held ones in o in one Backend.Send
+// when they fit in one batch, and empties both. A single posted packet (a
+// ping-pong reply) goes before the held ones, which is what holding them is
+// for; a longer burst goes after them, so that the peer does not wait
+// behind the burst for the ACKs of what it sent. (A kernel rxe peer, whose
+// retransmit timer may fire early, was seen to retransmit when its ACK came
+// behind 64 packets, and then on rare occasions to stall.)
 func (t *TxBatch) flushWith(o *TxBatch) {
 	if len(t.dgs)+len(o.dgs) > cap(t.dgs) {
-		t.Flush()
+		if len(t.dgs) > 1 {
+			o.Flush()
+			t.Flush()
+		} else {
+			t.Flush()
+			o.Flush()
+		}
+		return
+	}
+	if len(t.dgs) > 1 {
+		o.dgs = append(o.dgs, t.dgs...) // t's buffers stay valid until t is cleared
 		o.Flush()
+		clear(t.dgs)
+		t.dgs = t.dgs[:0]
 		return
 	}
 	t.dgs = append(t.dgs, o.dgs...) // o's buffers stay valid until o is cleared
