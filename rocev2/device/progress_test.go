@@ -100,15 +100,24 @@ func (e *echoQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *TxBatc
 	tx.Commit(b, src)
 }
 
+// openEcho opens a device on a pollOnly backend with an echoQP; the test's
+// cleanup closes it (closing twice is harmless).
+func openEcho(t *testing.T) (*Device, *pollOnly, uint32) {
+	t.Helper()
+	be := newPollOnly()
+	d, err := New(Config{Backend: be})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	qpn, err := d.AddQP(&echoQP{qpn: 0x99})
+	require.NoError(t, err)
+	return d, be, qpn
+}
+
 // Progress holds back the packets its caller's packets call for, and every
 // release point sends them: the next Progress, Release, a post (after the
 // posted packets, in the same send), and Close.
 func TestProgressHoldsResponsesUntilARelease(t *testing.T) {
-	be := newPollOnly()
-	d, err := New(Config{Backend: be})
-	require.NoError(t, err)
-	qpn, err := d.AddQP(&echoQP{qpn: 0x99})
-	require.NoError(t, err)
+	d, be, qpn := openEcho(t)
 
 	assert.False(t, d.Progress(), "nothing waiting")
 	assert.Empty(t, be.sent())
@@ -156,17 +165,8 @@ func TestProgressHoldsResponsesUntilARelease(t *testing.T) {
 // What one device holds is released by Progress on another device of the
 // process, and, when nothing touches the device, by the backstop timer.
 func TestHeldResponsesAreNeverStranded(t *testing.T) {
-	open := func() (*Device, *pollOnly, uint32) {
-		be := newPollOnly()
-		d, err := New(Config{Backend: be})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		qpn, err := d.AddQP(&echoQP{qpn: 0x99})
-		require.NoError(t, err)
-		return d, be, qpn
-	}
-	a, abe, aqpn := open()
-	b, _, _ := open()
+	a, abe, aqpn := openEcho(t)
+	b, _, _ := openEcho(t)
 
 	abe.queue(t, aqpn, "x")
 	require.True(t, a.Progress())
@@ -187,11 +187,7 @@ func TestHeldResponsesAreNeverStranded(t *testing.T) {
 // closes: it waits for the lock rather than leave the packets to a receive
 // goroutine whose flush would come after the backend is closed.
 func TestCloseSendsHeldResponsesWhileTheReceiveLockIsBusy(t *testing.T) {
-	be := newPollOnly()
-	d, err := New(Config{Backend: be})
-	require.NoError(t, err)
-	qpn, err := d.AddQP(&echoQP{qpn: 0x99})
-	require.NoError(t, err)
+	d, be, qpn := openEcho(t)
 	be.queue(t, qpn, "last")
 	require.True(t, d.Progress())
 	require.Empty(t, be.sent(), "held")
