@@ -74,42 +74,55 @@ func (f *Flow) IPHeaderLen() int {
 // bytes (BTH through ICRC) into b, which must hold IPHeaderLen()+UDPHeaderLen
 // bytes, and returns the number of bytes written. The IPv4 header checksum is
 // computed; the UDP checksum is 0, as rxe and RNICs send it.
-func (f *Flow) EncodeIPUDP(b []byte, roceLen int) int {
-	n := f.encodeIP(b, roceLen)
-	u := b[n : n+UDPHeaderLen]
-	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
-	binary.BigEndian.PutUint16(u[2:], f.DstPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(UDPHeaderLen+roceLen))
-	u[6], u[7] = 0, 0
-	return n + UDPHeaderLen
-}
+func (f *Flow) EncodeIPUDP(b []byte, roceLen int) int { return f.encodeIPUDP(b, roceLen, false) }
 
-func (f *Flow) encodeIP(b []byte, roceLen int) int {
+// encodeIPUDP is EncodeIPUDP; forICRC writes the headers as the ICRC sees
+// them instead: the variant fields (IPv4 TOS, TTL and checksum; IPv6 class,
+// flow label and hop limit; the UDP checksum) set to 1s, so the IPv4
+// checksum, masked anyway, is not computed.
+func (f *Flow) encodeIPUDP(b []byte, roceLen int, forICRC bool) int {
+	udpLen := UDPHeaderLen + roceLen
+	tos, ttl, label, udpSum := f.TOS, f.TTL, f.FlowLabel&0xFFFFF, uint16(0)
+	if forICRC {
+		tos, ttl, label, udpSum = 0xff, 0xff, 0xFFFFF, 0xffff
+	}
+	var n int
 	if f.IsIPv6() {
 		h := b[:IPv6HeaderLen]
-		binary.BigEndian.PutUint32(h[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel&0xFFFFF)
-		binary.BigEndian.PutUint16(h[4:], uint16(UDPHeaderLen+roceLen))
+		binary.BigEndian.PutUint32(h[0:], 6<<28|uint32(tos)<<20|label)
+		binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
 		h[6] = protoUDP
-		h[7] = f.TTL
+		h[7] = ttl
 		src, dst := f.Src.As16(), f.Dst.As16()
 		copy(h[8:24], src[:])
 		copy(h[24:40], dst[:])
-		return IPv6HeaderLen
+		n = IPv6HeaderLen
+	} else {
+		h := b[:IPv4HeaderLen]
+		h[0] = 0x45
+		h[1] = tos
+		binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
+		binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
+		binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
+		h[8] = ttl
+		h[9] = protoUDP
+		src, dst := f.Src.As4(), f.Dst.As4()
+		copy(h[12:16], src[:])
+		copy(h[16:20], dst[:])
+		if forICRC {
+			h[10], h[11] = 0xff, 0xff
+		} else {
+			h[10], h[11] = 0, 0
+			binary.BigEndian.PutUint16(h[10:], IPv4Checksum(h))
+		}
+		n = IPv4HeaderLen
 	}
-	h := b[:IPv4HeaderLen]
-	h[0] = 0x45
-	h[1] = f.TOS
-	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+UDPHeaderLen+roceLen))
-	binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
-	binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
-	h[8] = f.TTL
-	h[9] = protoUDP
-	h[10], h[11] = 0, 0
-	src, dst := f.Src.As4(), f.Dst.As4()
-	copy(h[12:16], src[:])
-	copy(h[16:20], dst[:])
-	binary.BigEndian.PutUint16(h[10:], IPv4Checksum(h))
-	return IPv4HeaderLen
+	u := b[n : n+UDPHeaderLen]
+	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(u[2:], f.DstPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	binary.BigEndian.PutUint16(u[6:], udpSum)
+	return n + UDPHeaderLen
 }
 
 // EncodeEthernet writes an Ethernet header for the flow into b (14 bytes).
@@ -128,47 +141,8 @@ func (f *Flow) EncodeEthernet(b []byte) int {
 // carried in this flow.
 func (f *Flow) ICRC(pkt []byte) uint32 {
 	var hdr [IPv6HeaderLen + UDPHeaderLen]byte
-	n := f.encodeMaskedIPUDP(hdr[:], len(pkt)+ICRCLen)
+	n := f.encodeIPUDP(hdr[:], len(pkt)+ICRCLen, true)
 	return icrcOver(hdr[:n], pkt)
-}
-
-// encodeMaskedIPUDP writes the IP and UDP headers as the ICRC sees them:
-// the variant fields set to 1s (so the IPv4 checksum, masked anyway, is
-// not computed).
-func (f *Flow) encodeMaskedIPUDP(b []byte, roceLen int) int {
-	udpLen := UDPHeaderLen + roceLen
-	var n int
-	if f.IsIPv6() {
-		h := b[:IPv6HeaderLen]
-		binary.BigEndian.PutUint32(h[0:], 0x6fffffff) // version; class, flow label masked
-		binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
-		h[6] = protoUDP
-		h[7] = 0xff // hop limit
-		src, dst := f.Src.As16(), f.Dst.As16()
-		copy(h[8:24], src[:])
-		copy(h[24:40], dst[:])
-		n = IPv6HeaderLen
-	} else {
-		h := b[:IPv4HeaderLen]
-		h[0] = 0x45
-		h[1] = 0xff // TOS
-		binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
-		binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
-		binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
-		h[8] = 0xff // TTL
-		h[9] = protoUDP
-		h[10], h[11] = 0xff, 0xff // checksum
-		src, dst := f.Src.As4(), f.Dst.As4()
-		copy(h[12:16], src[:])
-		copy(h[16:20], dst[:])
-		n = IPv4HeaderLen
-	}
-	u := b[n : n+UDPHeaderLen]
-	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
-	binary.BigEndian.PutUint16(u[2:], f.DstPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
-	u[6], u[7] = 0xff, 0xff // checksum
-	return n + UDPHeaderLen
 }
 
 // SealICRC computes the ICRC of pkt (BTH through the 4-byte trailer) and

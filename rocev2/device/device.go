@@ -82,8 +82,9 @@ type Device struct {
 	rxHeld atomic.Bool
 	hold   holdState
 
-	pubMu sync.Mutex // guards pub
-	pub   *publisher // the counter socket, see Publish
+	pubMu     sync.Mutex // guards pub and pubClosed
+	pub       *publisher // the counter socket, see Publish
+	pubClosed bool       // Close has stopped publishing for good
 
 	closeOnce sync.Once
 	rxDone    chan struct{}
@@ -280,7 +281,8 @@ func (d *Device) releaseLocked() {
 // back, not sent, until the caller's next device call: the next Progress,
 // Release (CQ.Arm calls it, and CQ.Poll when Progress gave it nothing to
 // return), a post (PutTx sends them in the same system call as the posted
-// packets, after them), Close, or the receive goroutine's next run; and
+// packets: after a single packet, before a burst), Close, or the receive
+// goroutine's next run; and
 // Progress on another device of the process, or a backstop timer, if none
 // of those comes (see hold.go). The caller got its completions first, so
 // its reply leaves before the ACK instead of one system call later: on a
@@ -378,7 +380,7 @@ func (d *Device) GetTx() *TxBatch {
 }
 
 // PutTx flushes tx and returns it to the free list. Packets a Progress
-// call held back go out in the same send, after tx's.
+// call held back go out in the same send (see TxBatch.flushWith).
 func (d *Device) PutTx(tx *TxBatch) {
 	if d.rxHeld.Load() && d.rxMu.TryLock() {
 		tx.flushWith(d.rxTx)

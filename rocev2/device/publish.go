@@ -90,6 +90,10 @@ func (d *Device) Publish(dir string) error {
 	p := &publisher{ln: ln, path: path}
 	d.pubMu.Lock()
 	defer d.pubMu.Unlock()
+	if d.pubClosed {
+		ln.Close()
+		return fmt.Errorf("device %s: publish counters: the device is closed", d.name)
+	}
 	if d.pub != nil {
 		ln.Close()
 		return fmt.Errorf("device %s: already publishing on %s", d.name, d.pub.path)
@@ -124,6 +128,7 @@ func (d *Device) stopPublishing() {
 	d.pubMu.Lock()
 	p := d.pub
 	d.pub = nil
+	d.pubClosed = true // no Publish after Close: nothing would stop it
 	d.pubMu.Unlock()
 	if p == nil {
 		return

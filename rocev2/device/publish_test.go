@@ -50,6 +50,7 @@ func TestPublishCounters(t *testing.T) {
 	require.ErrorContains(t, d.Publish(dir), "already answers", "one socket per address")
 
 	require.NoError(t, d.Close())
+	require.ErrorContains(t, d.Publish(dir), "closed", "no publishing after Close: nothing would stop it")
 	_, err = os.Stat(path)
 	assert.ErrorIs(t, err, os.ErrNotExist, "Close removes the socket")
 	_, err = ReadPublished(ctx, path)

@@ -68,25 +68,17 @@ func (t *TxBatch) Flush() {
 // retransmit timer may fire early, was seen to retransmit when its ACK came
 // behind 64 packets, and then on rare occasions to stall.)
 func (t *TxBatch) flushWith(o *TxBatch) {
-	if len(t.dgs)+len(o.dgs) > cap(t.dgs) {
-		if len(t.dgs) > 1 {
-			o.Flush()
-			t.Flush()
-		} else {
-			t.Flush()
-			o.Flush()
-		}
-		return
-	}
+	first, then := t, o
 	if len(t.dgs) > 1 {
-		o.dgs = append(o.dgs, t.dgs...) // t's buffers stay valid until t is cleared
-		o.Flush()
-		clear(t.dgs)
-		t.dgs = t.dgs[:0]
+		first, then = o, t
+	}
+	if len(first.dgs)+len(then.dgs) > cap(first.dgs) {
+		first.Flush()
+		then.Flush()
 		return
 	}
-	t.dgs = append(t.dgs, o.dgs...) // o's buffers stay valid until o is cleared
-	t.Flush()
-	clear(o.dgs)
-	o.dgs = o.dgs[:0]
+	first.dgs = append(first.dgs, then.dgs...) // then's buffers stay valid until it is cleared
+	first.Flush()
+	clear(then.dgs)
+	then.dgs = then.dgs[:0]
 }
