@@ -47,7 +47,7 @@ type rawSocket struct {
 	ctl    [ctlLen]byte
 
 	// With spin, read polls the socket without blocking, yielding the
-	// processor between tries, as goroce's CQ pollers do: the latency
+	// processor every 64 tries, as roce-perf's CQ pollers do: the latency
 	// baseline then waits for packets the way the device it is compared
 	// with does. deadline (Unix nanoseconds, 0: none) mirrors the read
 	// deadline for the polling reader.
