@@ -1,6 +1,8 @@
 package udp
 
 import (
+	"unsafe"
+
 	"github.com/goroce/goroce/rocev2"
 	"golang.org/x/sys/unix"
 )
@@ -23,18 +25,21 @@ func (b *Backend) WaitReadable() error {
 	return nil
 }
 
-// peek reports whether a datagram is waiting, without taking it.
+// peek reports whether a datagram is waiting, without taking it. It makes
+// the system call itself: unix.Recvfrom would also ask for the sender's
+// address, which costs a getsockopt and an allocation per call.
 func peek(fd uintptr) bool {
 	var one [1]byte
 	for {
-		_, _, err := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		_, _, err := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&one[0])), 1,
+			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 		switch err {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false
 		}
-		return true // a datagram, or an error the next receive reports
+		return true // a datagram (err 0), or an error the next receive reports
 	}
 }
 
