@@ -48,6 +48,10 @@ type CQ struct {
 	modPeriod time.Duration
 	modTimer  *time.Timer
 	modArmed  bool // modTimer is pending
+	// modGate, if set, says whether moderation applies to a completion
+	// pushed now (a pool running to completion: not inside a receive
+	// batch, whose end runs the fired CQs anyway; see newManaged).
+	modGate func() bool
 
 	// progress holds the progress functions of the devices whose QPs use
 	// this CQ (see AttachProgress); Poll calls them when it finds nothing.
@@ -216,7 +220,8 @@ func (c *CQ) Push(wc *WC, solicited bool) error {
 	c.count++
 	c.pushed++
 	fire := c.armed == armedNext || (c.armed == armedSolicited && (solicited || !wc.Status.OK()))
-	if fire && c.armed == armedNext && c.modComps > 1 && c.count < c.modComps && wc.Status.OK() {
+	if fire && c.armed == armedNext && c.modComps > 1 && c.count < c.modComps && wc.Status.OK() &&
+		(c.modGate == nil || c.modGate()) {
 		// Moderated: wait for more completions, but never longer than
 		// the period, so a lone completion is not stranded.
 		fire = false

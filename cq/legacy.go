@@ -31,15 +31,24 @@ type legacy struct {
 	wcs    []WC    // poller only
 	found  []Entry // poller only
 	orphan func(*WC)
+	// devices bracket every tasklet run (PoolConfig.Devices).
+	devices []Device
+	// Running the tasklet on a receive goroutine (PoolConfig.Devices):
+	// inline counts receive batches in progress, pending records an event
+	// left to them, runMu keeps the tasklet on one goroutine at a time.
+	inline  atomic.Int32
+	pending atomic.Bool
+	runMu   sync.Mutex
 
 	wake chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	wakeups  atomic.Uint64
-	sendDisp atomic.Uint64
-	recvDisp atomic.Uint64
-	orphans  atomic.Uint64
+	wakeups    atomic.Uint64
+	inlineRuns atomic.Uint64
+	sendDisp   atomic.Uint64
+	recvDisp   atomic.Uint64
+	orphans    atomic.Uint64
 
 	genMu  sync.Mutex // drain waiters wait on gen, closed after each batch
 	gen    chan struct{}
@@ -59,9 +68,9 @@ type legacySlot struct {
 	e    Entry
 }
 
-func newLegacy(orphan func(*WC), onAsync func(error)) *legacy {
+func newLegacy(orphan func(*WC), onAsync func(error), devices []Device) *legacy {
 	l := &legacy{
-		links: map[uint32]*legacyLink{}, orphan: orphan,
+		links: map[uint32]*legacyLink{}, orphan: orphan, devices: devices,
 		wcs: make([]WC, LegacyBatch), found: make([]Entry, LegacyBatch),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), gen: make(chan struct{}),
 	}
@@ -76,6 +85,18 @@ func newLegacy(orphan func(*WC), onAsync func(error)) *legacy {
 }
 
 func (l *legacy) onEvent() {
+	if l.inline.Load() > 0 {
+		// A receive batch is in progress: its end runs the tasklet. Should
+		// it have ended between the load and the store, wake as usual.
+		l.pending.Store(true)
+		if l.inline.Load() > 0 || !l.pending.Swap(false) {
+			return
+		}
+	}
+	l.wakeLoop()
+}
+
+func (l *legacy) wakeLoop() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -154,10 +175,35 @@ func (l *legacy) loop() {
 		case <-l.done:
 			return
 		}
-		l.wakeups.Add(1)
-		l.tasklet(l.send, &l.sendDisp)
-		l.tasklet(l.recv, &l.recvDisp)
+		l.runMu.Lock()
+		l.run()
+		l.runMu.Unlock()
 	}
+}
+
+// run is one scheduled run of the tasklet. The caller holds runMu.
+func (l *legacy) run() {
+	l.wakeups.Add(1)
+	beginBatch(l.devices)
+	l.tasklet(l.send, &l.sendDisp)
+	l.tasklet(l.recv, &l.recvDisp)
+	endBatch(l.devices)
+}
+
+// rxEnd runs the tasklet a receive batch fired, on the receive goroutine,
+// unless the poller goroutine is running it: then that one runs again. The
+// caller has counted the batch's end (inline).
+func (l *legacy) rxEnd() {
+	if !l.pending.Swap(false) {
+		return
+	}
+	if l.runMu.TryLock() {
+		l.inlineRuns.Add(1)
+		l.run()
+		l.runMu.Unlock()
+		return
+	}
+	l.wakeLoop()
 }
 
 // tasklet is smc_wr_tx_tasklet_fn / smc_wr_rx_tasklet_fn: poll in batches
@@ -226,7 +272,7 @@ func (l *legacy) stats() PoolStats {
 	used := l.used
 	l.mu.Unlock()
 	return PoolStats{
-		CQs: 2, Wakeups: l.wakeups.Load(), Completions: l.sendDisp.Load() + l.recvDisp.Load(),
+		CQs: 2, Wakeups: l.wakeups.Load(), InlineRuns: l.inlineRuns.Load(), Completions: l.sendDisp.Load() + l.recvDisp.Load(),
 		Orphans: l.orphans.Load(), Reserved: used,
 	}
 }

@@ -19,6 +19,8 @@ type Managed struct {
 	rq     *runQueue // nil for PollDirect
 	dim    *DIM      // nil when moderation is off
 	orphan func(*WC)
+	// devices bracket every scheduled run (PoolConfig.Devices).
+	devices []Device
 
 	// queued is set from the moment the CQ is put on its run queue until
 	// its run completes, so one CQ never runs on two goroutines at once and
@@ -28,6 +30,7 @@ type Managed struct {
 	directMu sync.Mutex // serializes Process
 
 	wakeups    atomic.Uint64
+	inlineRuns atomic.Uint64
 	dispatched atomic.Uint64
 	orphans    atomic.Uint64
 	profile    atomic.Int32
@@ -48,6 +51,7 @@ type drainWaiter struct {
 type Stats struct {
 	Vector      int
 	Wakeups     uint64 // poller runs (events handled, missed-event reruns included)
+	InlineRuns  uint64 // of those, runs on a device's receive goroutine (PoolConfig.Devices)
 	Completions uint64 // completions handed to handlers
 	Orphans     uint64 // completions without an Entry
 	Profile     int    // current DIM profile index, -1 without DIM
@@ -71,6 +75,17 @@ func newManaged(depth, vector int, ctx PollContext, rq *runQueue, withDIM bool, 
 		return nil, err
 	}
 	m.cq = c
+	if rq != nil && rq.inline != nil {
+		// Run to completion (PoolConfig.Devices): the CQs fired during a
+		// receive batch run once at its end, so the batch is the unit of
+		// moderation already. A moderation timer on top would only delay
+		// them (and a Go timer cannot keep DIM's microseconds: it costs
+		// tens of them at low load). Moderation, DIM's or the user's,
+		// applies to events raised outside receive batches, which wake a
+		// poller goroutine.
+		inline := rq.inline
+		c.modGate = func() bool { return inline.Load() == 0 }
+	}
 	if ctx != PollDirect {
 		// Armed once at creation (ib_alloc_cq), then by every run.
 		c.Arm(false)
@@ -99,6 +114,7 @@ func (m *Managed) Stats() Stats {
 	return Stats{
 		Vector:      m.vector,
 		Wakeups:     m.wakeups.Load(),
+		InlineRuns:  m.inlineRuns.Load(),
 		Completions: m.dispatched.Load(),
 		Orphans:     m.orphans.Load(),
 		Profile:     int(m.profile.Load()),
@@ -156,7 +172,7 @@ func (m *Managed) dispatch(wc *WC) {
 // schedules the CQ's poller.
 func (m *Managed) onEvent() {
 	if m.queued.CompareAndSwap(false, true) {
-		m.rq.enqueue(m)
+		m.rq.enqueue(m, true)
 	}
 }
 
@@ -164,10 +180,23 @@ func (m *Managed) onEvent() {
 // again (budget exhausted, or completions slipped in before the re-arm);
 // the CQ then stays marked queued and the caller puts it back on the tail
 // of its run queue, behind the other CQs waiting there.
-func (m *Managed) run() (again bool) {
+//
+// batched says the caller brackets the run with the devices' BeginBatch
+// and EndBatch itself (a receive goroutine running several CQs sends what
+// they all post at once); otherwise run does.
+func (m *Managed) run(batched bool) (again bool) {
 	m.wakeups.Add(1)
+	if batched {
+		m.inlineRuns.Add(1)
+	}
 	budget := m.ctx.budget()
+	if !batched {
+		beginBatch(m.devices)
+	}
 	n := m.process(budget, Batch)
+	if !batched {
+		endBatch(m.devices)
+	}
 	if m.dim != nil {
 		m.feedDIM(n)
 	}

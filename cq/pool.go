@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrPoolClosed is returned by Get after Close.
@@ -30,6 +31,41 @@ type PoolConfig struct {
 	// OnAsyncError, if set, receives CQ overflows; with honest
 	// reservations they cannot happen.
 	OnAsyncError func(error)
+	// Devices are the devices whose QPs use the pool. Given them, both
+	// designs run to completion: the CQs that a batch of received packets
+	// fires run on the device's receive goroutine right after the batch
+	// (as a kernel runs softirqs on the interrupted CPU at irq exit)
+	// instead of waking a poller goroutine, and the sends that the handlers
+	// of one run post leave together when the run ends (a doorbell per run,
+	// like xmit_more in a NAPI run). The poller goroutines still run what
+	// is fired outside a receive batch, and what a run leaves over its
+	// budget. Without Devices every CQ event wakes a poller goroutine and
+	// every post sends at once.
+	Devices []Device
+}
+
+// Device is what a pool needs of a device its QPs live on;
+// rocev2/device.Device implements it.
+type Device interface {
+	// BeginBatch and EndBatch bracket a poller run: the sends its handlers
+	// post leave together at EndBatch.
+	BeginBatch()
+	EndBatch()
+	// OnReceiveBatch registers functions that the device's receive
+	// goroutine calls before and after each batch of packets it handles.
+	OnReceiveBatch(begin, end func()) (remove func())
+}
+
+func beginBatch(bs []Device) {
+	for _, b := range bs {
+		b.BeginBatch()
+	}
+}
+
+func endBatch(bs []Device) {
+	for _, b := range bs {
+		b.EndBatch()
+	}
 }
 
 // Pool hands out shared, pre-armed CQs whose completions run their
@@ -46,6 +82,14 @@ type Pool struct {
 	cqs     map[PollContext][]*Managed
 	lastVec int
 	closed  bool
+
+	// Running CQs on the devices' receive goroutines (PoolConfig.Devices):
+	// inline counts the receive batches in progress, runMu is held by each
+	// batch's end while it runs CQs (Close waits for them), removes
+	// unregister the hooks.
+	inline  atomic.Int32
+	runMu   sync.RWMutex
+	removes []func()
 }
 
 // NewPool starts a pool's pollers.
@@ -61,15 +105,57 @@ func NewPool(cfg PoolConfig) *Pool {
 	}
 	p := &Pool{cfg: cfg, cqs: map[PollContext][]*Managed{}, lastVec: -1}
 	if cfg.Legacy {
-		p.legacy = newLegacy(cfg.OnOrphan, cfg.OnAsyncError)
+		p.legacy = newLegacy(cfg.OnOrphan, cfg.OnAsyncError, cfg.Devices)
+		for _, d := range cfg.Devices {
+			p.removes = append(p.removes, d.OnReceiveBatch(p.rxBegin, p.rxEnd))
+		}
 		return p
+	}
+	var inline *atomic.Int32
+	if len(cfg.Devices) > 0 {
+		inline = &p.inline
 	}
 	p.vectors = make([]*runQueue, cfg.Vectors)
 	for i := range p.vectors {
-		p.vectors[i] = newRunQueue(1)
+		p.vectors[i] = newRunQueue(1, inline)
 	}
-	p.wq = newRunQueue(cfg.Workers)
+	p.wq = newRunQueue(cfg.Workers, inline)
+	for _, d := range cfg.Devices {
+		p.removes = append(p.removes, d.OnReceiveBatch(p.rxBegin, p.rxEnd))
+	}
 	return p
+}
+
+func (p *Pool) rxBegin() {
+	if p.legacy != nil {
+		p.legacy.inline.Add(1)
+		return
+	}
+	p.inline.Add(1)
+}
+
+// rxEnd runs, on a device's receive goroutine, the CQs fired while its
+// batch was in progress (see PoolConfig.Devices).
+func (p *Pool) rxEnd() {
+	if p.legacy != nil {
+		p.legacy.inline.Add(-1)
+	} else {
+		p.inline.Add(-1)
+	}
+	if !p.runMu.TryRLock() {
+		return // closing
+	}
+	defer p.runMu.RUnlock()
+	if p.legacy != nil {
+		p.legacy.rxEnd()
+		return
+	}
+	beginBatch(p.cfg.Devices)
+	for _, rq := range p.vectors {
+		rq.runQueued()
+	}
+	p.wq.runQueued()
+	endBatch(p.cfg.Devices)
 }
 
 // Vectors returns the number of completion vectors.
@@ -127,6 +213,7 @@ func (p *Pool) allocBatchLocked(nCQE int, pc PollContext) error {
 		if err != nil {
 			return err
 		}
+		m.devices = p.cfg.Devices
 		p.cqs[pc] = append(p.cqs[pc], m)
 	}
 	return nil
@@ -162,6 +249,7 @@ func (p *Pool) CQs() []*Managed {
 type PoolStats struct {
 	CQs         int
 	Wakeups     uint64
+	InlineRuns  uint64 // wake-ups that ran on a device's receive goroutine
 	Completions uint64
 	Orphans     uint64
 	Reserved    int
@@ -190,6 +278,7 @@ func (p *Pool) Stats() PoolStats {
 			st := m.Stats()
 			s.CQs++
 			s.Wakeups += st.Wakeups
+			s.InlineRuns += st.InlineRuns
 			s.Completions += st.Completions
 			s.Orphans += st.Orphans
 			s.Reserved += m.used
@@ -211,6 +300,11 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	for _, remove := range p.removes {
+		remove()
+	}
+	p.runMu.Lock() // wait for receive batches running CQs
+	defer p.runMu.Unlock()
 	if p.legacy != nil {
 		p.legacy.close()
 		return nil

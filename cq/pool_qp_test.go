@@ -40,11 +40,16 @@ type link struct {
 
 const slot = 256 // bytes of buffer per connection
 
-func newSide(t *testing.T, network *memlink.Network, addr string, cfg cq.PoolConfig, conns int) *side {
+// newSide opens a device and a pool; with rtc the pool runs to completion
+// on the device (PoolConfig.Devices).
+func newSide(t *testing.T, network *memlink.Network, addr string, cfg cq.PoolConfig, conns int, rtc bool) *side {
 	be, err := network.Attach(netip.MustParseAddrPort(addr))
 	require.NoError(t, err)
 	dev, err := device.New(device.Config{Backend: be})
 	require.NoError(t, err)
+	if rtc {
+		cfg.Devices = []cq.Device{dev}
+	}
 	s := &side{dev: dev, pd: dev.AllocPD(), pool: cq.NewPool(cfg), buf: make([]byte, conns*slot)}
 	t.Cleanup(func() { s.pool.Close(); dev.Close() })
 	s.mr, err = s.pd.RegisterMR(s.buf, device.AccessLocalWrite)
@@ -143,16 +148,20 @@ func TestManyQPsSharePooledCQs(t *testing.T) {
 		name string
 		cfg  cq.PoolConfig
 		pc   cq.PollContext
+		rtc  bool
 	}{
-		{"softirq", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ},
-		{"workqueue", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue},
-		{"legacy", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ},
+		{"softirq", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, false},
+		{"workqueue", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, false},
+		{"legacy", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, false},
+		{"softirq run to completion", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, true},
+		{"workqueue run to completion", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, true},
+		{"legacy run to completion", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const conns, rounds = 40, 25
 			network := memlink.NewNetwork()
-			client := newSide(t, network, "127.0.0.1:4791", tc.cfg, conns)
-			server := newSide(t, network, "127.0.0.2:4791", tc.cfg, conns)
+			client := newSide(t, network, "127.0.0.1:4791", tc.cfg, conns, tc.rtc)
+			server := newSide(t, network, "127.0.0.2:4791", tc.cfg, conns, tc.rtc)
 			errs := &errList{}
 			var wg sync.WaitGroup // one Done per expected completion
 			wg.Add(conns * rounds * 4)
@@ -229,6 +238,11 @@ func TestManyQPsSharePooledCQs(t *testing.T) {
 				assert.Zero(t, st.Reserved, "Put returned every reservation")
 				assert.Zero(t, st.Orphans)
 				assert.GreaterOrEqual(t, st.Completions, uint64(conns*rounds*2))
+				if tc.rtc {
+					assert.Greater(t, st.InlineRuns, st.Wakeups/2, "most runs were on the receive goroutine")
+				} else {
+					assert.Zero(t, st.InlineRuns)
+				}
 				if !tc.cfg.Legacy {
 					assert.Greater(t, st.CQs, tc.cfg.Vectors, "40 links do not fit one batch of 64-entry CQs")
 					assert.Less(t, st.CQs, conns, "links share CQs")

@@ -22,15 +22,24 @@ func TestArmMissedEventStress(t *testing.T) {
 		name       string
 		cfg        PoolConfig
 		pc         PollContext
-		moderation int // forced moderation comps (0: as configured)
+		moderation int  // forced moderation comps (0: as configured)
+		rtc        bool // half the producers push inside receive batches (PoolConfig.Devices)
 	}{
-		{"softirq", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 0},
-		{"softirq moderated", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 4},
-		{"softirq DIM", PoolConfig{Vectors: 2}, PollSoftIRQ, 0},
-		{"workqueue", PoolConfig{Vectors: 2, Workers: 4, NoDIM: true}, PollWorkqueue, 0},
-		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ, 0},
+		{"softirq", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 0, false},
+		{"softirq moderated", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 4, false},
+		{"softirq DIM", PoolConfig{Vectors: 2}, PollSoftIRQ, 0, false},
+		{"workqueue", PoolConfig{Vectors: 2, Workers: 4, NoDIM: true}, PollWorkqueue, 0, false},
+		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ, 0, false},
+		{"softirq run to completion", PoolConfig{Vectors: 2}, PollSoftIRQ, 0, true},
+		{"softirq run to completion moderated", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 4, true},
+		{"workqueue run to completion", PoolConfig{Vectors: 2, Workers: 2, NoDIM: true}, PollWorkqueue, 0, true},
+		{"legacy run to completion", PoolConfig{Legacy: true}, PollSoftIRQ, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			dev := newRxDevice()
+			if tc.rtc {
+				tc.cfg.Devices = []Device{dev}
+			}
 			p := newTestPool(t, tc.cfg)
 			l, err := p.Get(64, 0, tc.pc)
 			require.NoError(t, err)
@@ -52,9 +61,16 @@ func TestArmMissedEventStress(t *testing.T) {
 						if i%2 == 1 {
 							runtime.Gosched() // spread pushes around the arm
 						}
-						wrid, entry := l.Tag(e)
-						if err := l.SendCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: 1}, false); err != nil {
-							t.Error(err)
+						push := func() {
+							wrid, entry := l.Tag(e)
+							if err := l.SendCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: 1}, false); err != nil {
+								t.Error(err)
+							}
+						}
+						if tc.rtc && i < producers/2 {
+							dev.rx(push) // concurrent batches, as from several devices
+						} else {
+							push()
 						}
 					}()
 				}

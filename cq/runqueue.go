@@ -1,12 +1,19 @@
 package cq
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // runQueue is a FIFO of scheduled CQs served by a fixed set of goroutines:
 // one per completion vector for PollSoftIRQ (irq_poll's per-CPU list), a
 // bounded pool for PollWorkqueue. A CQ whose run used its whole budget goes
 // back to the tail, so a flooded CQ cannot starve the others.
 type runQueue struct {
+	// inline, if set, counts the receive batches in progress on the
+	// pool's devices: while one is, a fired CQ waits for the batch's end
+	// to run it (runQueued) instead of waking the goroutine.
+	inline *atomic.Int32
 	mu     sync.Mutex
 	cond   *sync.Cond
 	q      []*Managed
@@ -15,8 +22,8 @@ type runQueue struct {
 	wg     sync.WaitGroup
 }
 
-func newRunQueue(workers int) *runQueue {
-	r := &runQueue{}
+func newRunQueue(workers int, inline *atomic.Int32) *runQueue {
+	r := &runQueue{inline: inline}
 	r.cond = sync.NewCond(&r.mu)
 	r.wg.Add(workers)
 	for i := 0; i < workers; i++ {
@@ -25,8 +32,14 @@ func newRunQueue(workers int) *runQueue {
 	return r
 }
 
-// enqueue appends m. The caller has set m.queued.
-func (r *runQueue) enqueue(m *Managed) {
+// enqueue appends m and wakes a goroutine for it, unless mayWait and a
+// receive batch is in progress, whose end will run it. The caller has set
+// m.queued.
+//
+// The inline count is read under mu, and runQueued takes mu after its batch
+// decremented the count: so if the read saw a batch in progress, the end of
+// that batch (or of a later one) finds m queued.
+func (r *runQueue) enqueue(m *Managed, mayWait bool) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -36,8 +49,43 @@ func (r *runQueue) enqueue(m *Managed) {
 		r.q, r.head = r.q[:0], 0 // reuse the backing array once drained
 	}
 	r.q = append(r.q, m)
+	wait := mayWait && r.inline != nil && r.inline.Load() > 0
 	r.mu.Unlock()
-	r.cond.Signal()
+	if !wait {
+		r.cond.Signal()
+	}
+}
+
+// runQueued runs, on the calling goroutine, the CQs queued when it is
+// called; the caller brackets it with the devices' batch. A CQ that used
+// its whole budget goes back, waking a goroutine: the caller (a receive
+// goroutine) has packets to get back to.
+func (r *runQueue) runQueued() {
+	r.mu.Lock()
+	n := len(r.q) - r.head
+	r.mu.Unlock()
+	for ; n > 0; n-- {
+		m := r.tryNext()
+		if m == nil {
+			return
+		}
+		if m.run(true) {
+			r.enqueue(m, false)
+		}
+	}
+}
+
+// tryNext pops the head, or returns nil if there is none.
+func (r *runQueue) tryNext() *Managed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.head == len(r.q) || r.closed {
+		return nil
+	}
+	m := r.q[r.head]
+	r.q[r.head] = nil
+	r.head++
+	return m
 }
 
 func (r *runQueue) next() *Managed {
@@ -62,8 +110,8 @@ func (r *runQueue) work() {
 		if m == nil {
 			return
 		}
-		if m.run() {
-			r.enqueue(m)
+		if m.run(false) {
+			r.enqueue(m, false)
 		}
 	}
 }

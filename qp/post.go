@@ -37,9 +37,9 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		return n, err
 	}
 	if n > 0 {
-		tx := q.dev.GetTx()
+		tx := q.dev.GetPostTx()
 		q.runRequester(tx)
-		q.dev.PutTx(tx) // sends under the lock: this QP's packets leave in PSN order
+		q.dev.PutPostTx(tx) // sends under the lock (this QP's packets leave in PSN order), or leaves them to the poller run that is open
 	}
 	return n, err
 }

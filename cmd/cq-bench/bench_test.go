@@ -48,13 +48,13 @@ func TestEveryModeRuns(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	c := newCtl(conn)
-	rows, err := runAll(c, shapes, []int{3}, []string{"tcp", "legacy", "pooled", "nodim"}, 100*time.Millisecond, func(string) {})
+	rows, err := runAll(c, shapes, []int{3}, []string{"tcp", "legacy", "legacy-rtc", "pooled", "nodim"}, 100*time.Millisecond, func(string) {})
 	require.NoError(t, err)
 	require.NoError(t, c.send(msg{Kind: "quit"}))
 	require.NoError(t, <-done)
 	require.Len(t, rows, 2)
 	for _, r := range rows {
-		for _, mode := range []string{"tcp", "legacy", "pooled", "nodim"} {
+		for _, mode := range []string{"tcp", "legacy", "legacy-rtc", "pooled", "nodim"} {
 			assert.Positive(t, r.Res[mode].TPS, "%s %s", r.Shape, mode)
 		}
 		assert.Positive(t, r.Res["pooled"].Comps)

@@ -27,7 +27,7 @@ type msg struct {
 
 // test is one measurement.
 type test struct {
-	Mode    string `json:"mode"` // tcp, legacy, pooled, nodim
+	Mode    string `json:"mode"` // tcp, legacy, legacy-rtc, pooled, nodim
 	Clients int    `json:"clients"`
 	Req     int    `json:"req"`  // request bytes
 	Resp    int    `json:"resp"` // response bytes

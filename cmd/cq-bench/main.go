@@ -2,10 +2,14 @@
 // request/response SEND traffic between two processes on loopback
 // (127.0.0.1 and 127.0.0.2, UDP backend) over N connections (one RC QP pair
 // each) with the legacy completion design (one device-wide CQ pair, one
-// poller, wr_id search) and with the pooled one (per-link CQs from the pool,
-// Entry handlers, softirq-like pollers, DIM), next to a TCP loopback
-// baseline with the same shape measured in the same run, and prints a table
-// shaped like the seed's (clients, TCP, legacy ±% vs TCP, pooled ±% vs TCP).
+// tasklet-like poller goroutine, wr_id search, every post sent at once) and
+// with the pooled one (per-link CQs from the pool, Entry handlers, run to
+// completion on the device's receive goroutine with one send per run,
+// DIM), next to a TCP loopback baseline with the same shape measured in the
+// same run, and prints a table shaped like the seed's (clients, TCP, legacy
+// ±% vs TCP, pooled ±% vs TCP). Two more modes say where the difference
+// comes from: legacy-rtc (the legacy design run to completion like the
+// pooled one) and nodim (the pooled design without DIM).
 //
 //	cq-bench                         # the full table (make bench-cq)
 //	cq-bench -duration 1s -clients 1,64 -shapes small -csv out.csv
@@ -66,6 +70,7 @@ func run(args []string) error {
 	shapesFlag := fs.String("shapes", "small,uperf", "request/response shapes: small (64/64 B), uperf (200/1000 B)")
 	csvFile := fs.String("csv", "", "also write the table as CSV to this file")
 	noDIM := fs.Bool("nodim", true, "also measure the pooled design with DIM off")
+	legacyRTC := fs.Bool("legacy-rtc", true, "also measure the legacy design run to completion (its poller on the receive goroutine, the sends of one run in one system call), as the pooled design runs")
 	server := fs.Bool("server", false, "internal: run as the server process")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,7 +90,11 @@ func run(args []string) error {
 		}
 		sel = append(sel, s)
 	}
-	modes := []string{"tcp", "legacy", "pooled"}
+	modes := []string{"tcp", "legacy"}
+	if *legacyRTC {
+		modes = append(modes, "legacy-rtc")
+	}
+	modes = append(modes, "pooled")
 	if *noDIM {
 		modes = append(modes, "nodim")
 	}

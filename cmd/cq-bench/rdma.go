@@ -94,24 +94,33 @@ func (ep *endpoint) err() error {
 	return nil
 }
 
-func poolConfig(mode string) (cq.PoolConfig, error) {
+// poolConfig is the pool of a mode:
+//
+//	legacy      the pre-pool design as SMC-R had it: one tasklet-like poller
+//	            goroutine woken per event, every post sent at once
+//	legacy-rtc  the same design run to completion (cq.PoolConfig.Devices:
+//	            the tasklet runs on the receive goroutine after its batch,
+//	            the sends of one run leave in one system call), to show how
+//	            much of the difference that makes
+//	pooled      the CQ pool, run to completion, with DIM
+//	nodim       the CQ pool, run to completion, without DIM
+func poolConfig(mode string, dev *device.Device) (cq.PoolConfig, error) {
+	rtc := []cq.Device{dev}
 	switch mode {
 	case "legacy":
 		return cq.PoolConfig{Legacy: true}, nil
+	case "legacy-rtc":
+		return cq.PoolConfig{Legacy: true, Devices: rtc}, nil
 	case "pooled":
-		return cq.PoolConfig{}, nil
+		return cq.PoolConfig{Devices: rtc}, nil
 	case "nodim":
-		return cq.PoolConfig{NoDIM: true}, nil
+		return cq.PoolConfig{NoDIM: true, Devices: rtc}, nil
 	}
 	return cq.PoolConfig{}, fmt.Errorf("unknown mode %q", mode)
 }
 
 // openEndpoint opens a device on addr (ephemeral UDP port) with n QPs.
 func openEndpoint(addr netip.Addr, t test, sendBytes, recvBytes int) (*endpoint, error) {
-	pc, err := poolConfig(t.Mode)
-	if err != nil {
-		return nil, err
-	}
 	be, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(addr, 0)})
 	if err != nil {
 		return nil, err
@@ -119,6 +128,11 @@ func openEndpoint(addr netip.Addr, t test, sendBytes, recvBytes int) (*endpoint,
 	dev, err := device.New(device.Config{Backend: be})
 	if err != nil {
 		be.Close()
+		return nil, err
+	}
+	pc, err := poolConfig(t.Mode, dev)
+	if err != nil {
+		dev.Close()
 		return nil, err
 	}
 	per := sendBytes + recvBytes*recvsUp

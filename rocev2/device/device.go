@@ -81,6 +81,8 @@ type Device struct {
 	// (see Progress); it is written under rxMu and read without it.
 	rxHeld atomic.Bool
 	hold   holdState
+	sb     sendBatch // posts during a poller run (batch.go)
+	hooks  rxHooks   // see OnReceiveBatch
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish
@@ -135,6 +137,8 @@ func New(cfg Config) (*Device, error) {
 	d.txFree = make([]*TxBatch, 0, 2*runtime.GOMAXPROCS(0)+2)
 	d.rxBatch = make([]rocev2.Datagram, d.batch)
 	d.rxTx = newTxBatch(d)
+	d.sb.tx = newTxBatch(d)
+	d.sb.tx.shared = true
 	go d.receiveLoop()
 	return d, nil
 }
@@ -215,10 +219,7 @@ func (d *Device) receiveLoop() {
 				d.Counters.LinkDowned.Add(1)
 				continue
 			}
-			d.rxMu.Lock()
-			d.pollLocked(p)
-			d.releaseLocked()
-			d.rxMu.Unlock()
+			d.receiveBatch(p, 0)
 		}
 	}
 	for {
@@ -230,10 +231,7 @@ func (d *Device) receiveLoop() {
 			d.Counters.LinkDowned.Add(1)
 			continue
 		}
-		d.rxMu.Lock()
-		d.deliverBatch(n)
-		d.releaseLocked()
-		d.rxMu.Unlock()
+		d.receiveBatch(nil, n)
 	}
 }
 

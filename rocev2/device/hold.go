@@ -89,6 +89,9 @@ func (d *Device) noteHold() {
 func (d *Device) onHoldTick() {
 	seq := d.hold.seq.Load()
 	d.Release()
+	if d.sb.open.Load() > 0 { // a run that takes this long: send what its posts built
+		d.flushBatch()
+	}
 	if seq != d.hold.seen {
 		d.hold.seen = seq
 		d.timers.Reset(&d.hold.tm, holdBackstop)

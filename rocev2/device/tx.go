@@ -14,9 +14,10 @@ const txSlot = 4096 + 64
 // goroutine at a time; its buffers are preallocated, so building and sending
 // packets does not allocate.
 type TxBatch struct {
-	dev  *Device
-	dgs  []rocev2.Datagram
-	slab []byte
+	dev    *Device
+	dgs    []rocev2.Datagram
+	slab   []byte
+	shared bool // the device's send batch (batch.go)
 }
 
 func newTxBatch(d *Device) *TxBatch {

@@ -1,0 +1,143 @@
+package cq
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rxDevice is a Device whose receive batches the test runs (rx), as a
+// device's receive goroutine does, and which counts its send batches.
+type rxDevice struct {
+	mu    sync.Mutex
+	hooks map[int][2]func()
+	next  int
+
+	open  atomic.Int32 // BeginBatch minus EndBatch
+	ended atomic.Int64 // EndBatch calls
+}
+
+func newRxDevice() *rxDevice { return &rxDevice{hooks: map[int][2]func(){}} }
+
+func (f *rxDevice) BeginBatch() { f.open.Add(1) }
+func (f *rxDevice) EndBatch()   { f.open.Add(-1); f.ended.Add(1) }
+
+func (f *rxDevice) OnReceiveBatch(begin, end func()) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	id := f.next
+	f.hooks[id] = [2]func(){begin, end}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.hooks, id)
+	}
+}
+
+func (f *rxDevice) registered() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.hooks)
+}
+
+// rx runs deliver as one receive batch: between the hooks' begin and end.
+func (f *rxDevice) rx(deliver func()) {
+	f.mu.Lock()
+	var hooks [][2]func()
+	for _, h := range f.hooks {
+		hooks = append(hooks, h)
+	}
+	f.mu.Unlock()
+	for _, h := range hooks {
+		h[0]()
+	}
+	deliver()
+	for _, h := range hooks {
+		h[1]()
+	}
+}
+
+// With Devices, the CQs that a receive batch fires run on the receive
+// goroutine when the batch ends, inside one send batch of the device;
+// moderation does not hold them back there; and a completion pushed outside
+// a batch still reaches its handler (a poller goroutine runs it). (A poller
+// goroutine that happens to be awake, as when it starts, may take a fired
+// CQ before the batch ends: allowed, it runs once either way.)
+func TestReceiveBatchRunsTheCQsItFired(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  PoolConfig
+		pc   PollContext
+	}{
+		{"softirq", PoolConfig{Vectors: 2}, PollSoftIRQ},
+		{"softirq without DIM", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ},
+		{"workqueue", PoolConfig{Vectors: 2, Workers: 2}, PollWorkqueue},
+		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newRxDevice()
+			tc.cfg.Devices = []Device{dev}
+			p := newTestPool(t, tc.cfg)
+			require.Equal(t, 1, dev.registered())
+			var leases []*Lease
+			qpns := map[*Lease]uint32{}
+			for i := 0; i < 3; i++ { // CQs on both vectors
+				l, err := p.Get(16, -1, tc.pc)
+				require.NoError(t, err)
+				l.Bind(uint32(i + 1))
+				qpns[l] = uint32(i + 1)
+				if l.Managed() != nil {
+					// Moderation that would hold a lone completion for an hour.
+					l.Managed().CQ().SetModeration(8, time.Hour)
+				}
+				leases = append(leases, l)
+			}
+			var inSendBatch, outside atomic.Int64
+			e := &countEntry{then: func(*WC) {
+				if dev.open.Load() > 0 {
+					inSendBatch.Add(1)
+				} else {
+					outside.Add(1)
+				}
+			}}
+			push := func(l *Lease, n int) {
+				for i := 0; i < n; i++ {
+					wrid, entry := l.Tag(e)
+					require.NoError(t, l.RecvCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: qpns[l]}, false))
+				}
+			}
+			ctx := guardCtx(t)
+			for round := 1; round <= 50; round++ {
+				dev.rx(func() {
+					for _, l := range leases {
+						push(l, 1)
+					}
+				})
+				// An hour of moderation would hang here.
+				waitFor(t, ctx, "completions of a receive batch", func() bool { return e.n.Load() == int64(3*round) })
+			}
+			st := p.Stats()
+			assert.Greater(t, st.InlineRuns, st.Wakeups*3/4, "the runs were on the receive goroutine: %+v", st)
+			assert.EqualValues(t, 150, inSendBatch.Load(), "every handler ran inside the device's send batch")
+			assert.Zero(t, outside.Load())
+			assert.Zero(t, dev.open.Load(), "every BeginBatch was ended")
+
+			// Outside a receive batch a poller goroutine runs it (the
+			// moderation timer may hold it for the hour only when it has
+			// one: give the moderated pools an error completion, which
+			// always fires).
+			wrid, entry := leases[0].Tag(e)
+			require.NoError(t, leases[0].RecvCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: 1, Status: GeneralErr}, false))
+			waitFor(t, ctx, "a completion pushed outside a receive batch", func() bool { return e.n.Load() == 151 })
+
+			require.NoError(t, p.Close())
+			assert.Zero(t, dev.registered(), "Close removes the hooks")
+			dev.rx(func() {}) // a batch after Close runs nothing and does not panic
+		})
+	}
+}
