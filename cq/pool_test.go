@@ -84,16 +84,7 @@ func TestPoolGetRejects(t *testing.T) {
 // poll context and in legacy mode, with handlers that push more work from
 // inside Done (as a ULP posts from its completion handler).
 func TestEntriesRunExactlyOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  PoolConfig
-		pc   PollContext
-	}{
-		{"softirq", PoolConfig{Vectors: 2}, PollSoftIRQ},
-		{"softirq no DIM", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ},
-		{"workqueue", PoolConfig{Vectors: 2, Workers: 3}, PollWorkqueue},
-		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ},
-	} {
+	for _, tc := range poolModes {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestPool(t, tc.cfg)
 			const leases, per, chained = 8, 300, 2

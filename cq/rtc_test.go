@@ -69,16 +69,7 @@ func (f *rxDevice) rx(deliver func()) {
 // goroutine that happens to be awake, as when it starts, may take a fired
 // CQ before the batch ends: allowed, it runs once either way.)
 func TestReceiveBatchRunsTheCQsItFired(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  PoolConfig
-		pc   PollContext
-	}{
-		{"softirq", PoolConfig{Vectors: 2}, PollSoftIRQ},
-		{"softirq without DIM", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ},
-		{"workqueue", PoolConfig{Vectors: 2, Workers: 2}, PollWorkqueue},
-		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ},
-	} {
+	for _, tc := range poolModes {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := newRxDevice()
 			tc.cfg.Devices = []Device{dev}

@@ -76,3 +76,15 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// poolModes are the poll contexts and designs a pool test runs in.
+var poolModes = []struct {
+	name string
+	cfg  PoolConfig
+	pc   PollContext
+}{
+	{"softirq", PoolConfig{Vectors: 2}, PollSoftIRQ},
+	{"softirq no DIM", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ},
+	{"workqueue", PoolConfig{Vectors: 2, Workers: 3}, PollWorkqueue},
+	{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ},
+}
