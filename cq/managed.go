@@ -177,14 +177,15 @@ func (m *Managed) onEvent() {
 }
 
 // run is one scheduled poller run. It reports whether the CQ must be run
-// again (budget exhausted, or completions slipped in before the re-arm);
+// again (budget exhausted, or completions slipped in before the re-arm),
+// and how many completions it handled;
 // the CQ then stays marked queued and the caller puts it back on the tail
 // of its run queue, behind the other CQs waiting there.
 //
 // batched says the caller brackets the run with the devices' BeginBatch
 // and EndBatch itself (a receive goroutine running several CQs sends what
 // they all post at once); otherwise run does.
-func (m *Managed) run(batched bool) (again bool) {
+func (m *Managed) run(batched bool) (again bool, handled int) {
 	m.wakeups.Add(1)
 	if batched {
 		m.inlineRuns.Add(1)
@@ -201,15 +202,15 @@ func (m *Managed) run(batched bool) (again bool) {
 		m.feedDIM(n)
 	}
 	if n >= budget {
-		return true
+		return true, n
 	}
 	m.queued.Store(false)
 	// Re-arm with "report missed events": completions pushed between the
 	// last short poll and this arm raise no event, so run again for them.
 	if m.cq.Arm(false) {
-		return m.queued.CompareAndSwap(false, true)
+		return m.queued.CompareAndSwap(false, true), n
 	}
-	return false
+	return false, n
 }
 
 // Drain waits until every completion pushed to the CQ before the call has

@@ -26,6 +26,11 @@ const (
 	BudgetIRQ       = 256   // IB_POLL_BUDGET_IRQ: completions per softirq run
 	BudgetWorkqueue = 65536 // IB_POLL_BUDGET_WORKQUEUE
 	SharedCQSize    = 4096  // IB_MAX_SHARED_CQ_SZ: the least entries of a pooled CQ
+
+	// RxBudget bounds the completions that the CQs fired by one receive
+	// batch may handle on the receive goroutine (PoolConfig.Devices)
+	// before the rest goes to the poller goroutines: four softirq budgets.
+	RxBudget = 4 * BudgetIRQ
 )
 
 func (p PollContext) String() string {

@@ -151,10 +151,11 @@ func (p *Pool) rxEnd() {
 		return
 	}
 	beginBatch(p.cfg.Devices)
+	budget := RxBudget
 	for _, rq := range p.vectors {
-		rq.runQueued()
+		rq.runQueued(&budget)
 	}
-	p.wq.runQueued()
+	p.wq.runQueued(&budget)
 	endBatch(p.cfg.Devices)
 }
 

@@ -56,22 +56,39 @@ func (r *runQueue) enqueue(m *Managed, mayWait bool) {
 	}
 }
 
-// runQueued runs, on the calling goroutine, the CQs queued when it is
-// called; the caller brackets it with the devices' batch. A CQ that used
-// its whole budget goes back, waking a goroutine: the caller (a receive
-// goroutine) has packets to get back to.
-func (r *runQueue) runQueued() {
-	r.mu.Lock()
-	n := len(r.q) - r.head
-	r.mu.Unlock()
-	for ; n > 0; n-- {
+// runQueued runs, on the calling goroutine, the queued CQs until the
+// queue is empty or *budget completions were handled (net_rx_action's
+// budget: the caller, a receive goroutine, has packets to get back to); the
+// caller brackets it with the devices' batch. A CQ that used its own
+// budget goes to the tail and runs again within the caller's. Whatever is
+// left when the caller's budget runs out is the goroutine's: it is woken.
+func (r *runQueue) runQueued(budget *int) {
+	for *budget > 0 {
 		m := r.tryNext()
 		if m == nil {
 			return
 		}
-		if m.run(true) {
-			r.enqueue(m, false)
+		again, n := m.run(true)
+		*budget -= n
+		if again {
+			r.requeue(m)
 		}
+	}
+	r.mu.Lock()
+	left := r.head < len(r.q)
+	r.mu.Unlock()
+	if left {
+		r.cond.Signal()
+	}
+}
+
+// requeue appends m without waking a goroutine (runQueued's loop, or the
+// wake-up at its end, takes it). The caller has m.queued set.
+func (r *runQueue) requeue(m *Managed) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.q = append(r.q, m)
 	}
 }
 
@@ -110,7 +127,7 @@ func (r *runQueue) work() {
 		if m == nil {
 			return
 		}
-		if m.run(false) {
+		if again, _ := m.run(false); again {
 			r.enqueue(m, false)
 		}
 	}

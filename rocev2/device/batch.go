@@ -156,8 +156,14 @@ func (d *Device) receiveBatch(p rocev2.Poller, n int) {
 	if len(hooks) == 0 {
 		return
 	}
+	// While the hooks run, the CQ polls and arms of the handlers they run
+	// must neither receive (this goroutine receives again right after)
+	// nor send the held ACKs on their own: EndBatch sends them with the
+	// replies, and the Release below whatever is left.
+	d.inHooks.Store(true)
 	for _, h := range hooks {
 		h.end()
 	}
+	d.inHooks.Store(false)
 	d.Release()
 }

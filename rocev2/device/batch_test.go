@@ -87,8 +87,14 @@ func TestReceiveBatchHooks(t *testing.T) {
 
 	var begins, ends atomic.Int32
 	endDone := make(chan []int, 1)
+	var progressed atomic.Bool
 	remove := d.OnReceiveBatch(func() { begins.Add(1) }, func() {
 		ends.Add(1)
+		// A handler's CQ poll and arm inside the hooks: no receiving (the
+		// goroutine receives next), no sending of the held answer alone.
+		be.queue(t, qpn, "later")
+		progressed.Store(d.Progress())
+		d.Release()
 		held := len(be.sent()) // nothing sent yet: the answer is held
 		d.BeginBatch()
 		post(t, d, "reply")
@@ -99,6 +105,7 @@ func TestReceiveBatchHooks(t *testing.T) {
 	be.queue(t, qpn, "req")
 	be.ready <- struct{}{}
 	got := <-endDone
+	assert.False(t, progressed.Load(), "Progress inside the hooks receives nothing")
 	assert.Equal(t, []int{0, 1}, got, "held during the batch, then one send")
 	assert.Equal(t, [][]string{{"reply", "re:req"}}, be.sent(), "the reply first, the held answer with it")
 	assert.EqualValues(t, 1, begins.Load())
@@ -108,6 +115,6 @@ func TestReceiveBatchHooks(t *testing.T) {
 	be.queue(t, qpn, "again")
 	be.ready <- struct{}{}
 	require.Eventually(t, func() bool { return len(be.sent()) == 2 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, []string{"re:again"}, be.sent()[1], "no hooks: the answer leaves after the batch")
+	assert.Equal(t, []string{"re:later", "re:again"}, be.sent()[1], "no hooks: the answers leave after the batch")
 	assert.EqualValues(t, 1, ends.Load(), "removed hooks are not called")
 }

@@ -83,6 +83,9 @@ type Device struct {
 	hold   holdState
 	sb     sendBatch // posts during a poller run (batch.go)
 	hooks  rxHooks   // see OnReceiveBatch
+	// inHooks is set while the receive goroutine runs the end hooks:
+	// Progress and Release then do nothing (see receiveBatch).
+	inHooks atomic.Bool
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish
@@ -271,7 +274,9 @@ func (d *Device) releaseLocked() {
 // and reports whether there were any. A CQ calls it when a poll finds it
 // empty, so an application that busy-polls drives the device itself rather
 // than waiting for the receive goroutine to be scheduled. It never blocks:
-// if another goroutine is receiving, it returns false at once. On a
+// if another goroutine is receiving, or the receive goroutine is running
+// its batch's end hooks (which will receive again next), it returns false
+// at once. On a
 // backend that cannot receive without blocking (not a rocev2.Poller) it
 // does nothing.
 //
@@ -287,7 +292,7 @@ func (d *Device) releaseLocked() {
 // ping-pong the ACK's send is off the critical path.
 func (d *Device) Progress() bool {
 	p, ok := d.backend.(rocev2.Poller)
-	if !ok || !d.rxMu.TryLock() {
+	if !ok || d.inHooks.Load() || !d.rxMu.TryLock() {
 		return false
 	}
 	defer d.rxMu.Unlock()
@@ -302,9 +307,11 @@ func (d *Device) Progress() bool {
 }
 
 // Release sends the packets a Progress call held back. If another
-// goroutine is receiving it returns at once: that goroutine sends them.
+// goroutine is receiving, or the receive goroutine is running its batch's
+// end hooks (OnReceiveBatch), it returns at once: that goroutine sends
+// them.
 func (d *Device) Release() {
-	if d.rxHeld.Load() && d.rxMu.TryLock() {
+	if d.rxHeld.Load() && !d.inHooks.Load() && d.rxMu.TryLock() {
 		d.releaseLocked()
 		d.rxMu.Unlock()
 	}
