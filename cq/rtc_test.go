@@ -132,3 +132,42 @@ func TestReceiveBatchRunsTheCQsItFired(t *testing.T) {
 		})
 	}
 }
+
+// A CQ whose handlers keep it full does not keep the receive goroutine:
+// the end of a receive batch runs it for about RxBudget completions, then
+// leaves it to the poller goroutine, which goes on with it.
+func TestReceiveBatchHandsAFloodToThePoller(t *testing.T) {
+	dev := newRxDevice()
+	p := newTestPool(t, PoolConfig{Vectors: 2, MinCQE: 64, Devices: []Device{dev}})
+	flood, err := p.Get(64, 0, PollSoftIRQ)
+	require.NoError(t, err)
+	var stop atomic.Bool
+	var handled atomic.Int64
+	var repush *countEntry
+	repush = &countEntry{then: func(*WC) {
+		handled.Add(1)
+		if !stop.Load() {
+			_ = flood.SendCQ().Push(&WC{Entry: repush}, false)
+		}
+	}}
+	returned := make(chan int64, 1)
+	go func() {
+		dev.rx(func() {
+			for i := 0; i < 32; i++ {
+				_ = flood.SendCQ().Push(&WC{Entry: repush}, false)
+			}
+		})
+		returned <- handled.Load()
+	}()
+	ctx := guardCtx(t)
+	var atReturn int64
+	select {
+	case atReturn = <-returned:
+	case <-ctx.Done():
+		require.FailNow(t, "hang: the receive batch never returned from the flood")
+	}
+	assert.GreaterOrEqual(t, atReturn, int64(RxBudget), "the receive goroutine used its budget first")
+	waitFor(t, ctx, "the poller goroutine to go on with the flood", func() bool { return handled.Load() > atReturn+4*BudgetIRQ })
+	stop.Store(true)
+	require.NoError(t, flood.Drain(ctx))
+}
