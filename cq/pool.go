@@ -90,6 +90,7 @@ type Pool struct {
 	inline  atomic.Int32
 	runMu   sync.RWMutex
 	removes []func()
+	ended   bool // set by Close under runMu: late receive batches run nothing
 }
 
 // NewPool starts a pool's pollers.
@@ -146,6 +147,9 @@ func (p *Pool) rxEnd() {
 		return // closing
 	}
 	defer p.runMu.RUnlock()
+	if p.ended {
+		return // a batch that began before Close removed the hooks
+	}
 	if p.legacy != nil {
 		p.legacy.rxEnd()
 		return
@@ -305,6 +309,7 @@ func (p *Pool) Close() error {
 		remove()
 	}
 	p.runMu.Lock() // wait for receive batches running CQs
+	p.ended = true
 	defer p.runMu.Unlock()
 	if p.legacy != nil {
 		p.legacy.close()

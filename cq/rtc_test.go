@@ -171,3 +171,26 @@ func TestReceiveBatchHandsAFloodToThePoller(t *testing.T) {
 	stop.Store(true)
 	require.NoError(t, flood.Drain(ctx))
 }
+
+// A receive batch that began before Close and ends after it runs no
+// handler: Close waits for batches running CQs, and later ends do nothing.
+func TestReceiveBatchEndingAfterCloseRunsNothing(t *testing.T) {
+	for _, tc := range poolModes {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newRxDevice()
+			tc.cfg.Devices = []Device{dev}
+			p := NewPool(tc.cfg)
+			l, err := p.Get(16, 0, tc.pc)
+			require.NoError(t, err)
+			l.Bind(7)
+			e := &countEntry{}
+			dev.rx(func() {
+				wrid, entry := l.Tag(e)
+				require.NoError(t, l.RecvCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: 7}, false))
+				require.NoError(t, p.Close())
+			})
+			assert.Zero(t, e.n.Load(), "a handler ran after Close")
+			noPoolGoroutines(t)
+		})
+	}
+}

@@ -10,7 +10,7 @@ import (
 // Send batching: one system call per poller run instead of one per post.
 //
 // A CQ poller that hands a batch of completions to their handlers brackets
-// the run with BeginBatch and EndBatch (cq.PoolConfig.Batchers). While a run
+// the run with BeginBatch and EndBatch (cq.PoolConfig.Devices). While a run
 // is open, PostSend builds its packets into the device's shared batch
 // instead of sending them at once, and EndBatch sends them together: the
 // replies that 20 handlers post go out in one sendmmsg, as one UDP GSO
