@@ -2,41 +2,21 @@ package conformance
 
 import (
 	"encoding/binary"
-	"io"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/gopacket/pcapgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/rxevectors"
 	"github.com/goroce/goroce/rocev2"
 )
 
 // vectorFrames returns every frame of every bundled rxe capture.
 func vectorFrames(t testing.TB) map[string][][]byte {
 	t.Helper()
-	files, err := filepath.Glob("testdata/rxe/*.pcap")
+	out, err := rxevectors.All("testdata/rxe")
 	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	out := map[string][][]byte{}
-	for _, name := range files {
-		fh, err := os.Open(name)
-		require.NoError(t, err)
-		r, err := pcapgo.NewReader(fh)
-		require.NoError(t, err, name)
-		for {
-			data, _, err := r.ReadPacketData()
-			if err == io.EOF {
-				break
-			}
-			require.NoError(t, err, name)
-			out[filepath.Base(name)] = append(out[filepath.Base(name)], data)
-		}
-		fh.Close()
-	}
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,10 +15,10 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/rxevectors"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/rocev2"
 )
@@ -48,35 +47,13 @@ func lines(s string) []string {
 // vectorFrames reads a bundled capture with gopacket's reader.
 func vectorFrames(t *testing.T, name string) [][]byte {
 	t.Helper()
-	fh, err := os.Open(filepath.Join(vectorDir, name))
+	out, err := rxevectors.Frames(filepath.Join(vectorDir, name))
 	require.NoError(t, err)
-	defer fh.Close()
-	r, err := pcapgo.NewReader(fh)
-	require.NoError(t, err)
-	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if err == io.EOF {
-			return out
-		}
-		require.NoError(t, err)
-		out = append(out, data)
-	}
+	return out
 }
 
 // vectorCounts is the number of RoCEv2 packets of each capture (CATALOG.md).
-var vectorCounts = map[string]int{
-	"atomic_fetch_add.pcap":        10,
-	"rc_pingpong_s1024.pcap":       20,
-	"rc_pingpong_s4096_m1024.pcap": 50,
-	"read_bw.pcap":                 25,
-	"rping.pcap":                   41,
-	"smc_r_v2.pcap":                0,
-	"smcr_close.pcap":              111,
-	"smcr_echo_small.pcap":         74,
-	"ud_pingpong_s512.pcap":        10,
-	"write_bw.pcap":                25,
-}
+var vectorCounts = rxevectors.RoCECounts
 
 // jsonKeyOrder is the order of every key a RoCE JSON line may have.
 var jsonKeyOrder = []string{"frame", "opcode", "opname", "se", "migreq", "padcnt", "tver", "pkey", "fecn", "becn",
