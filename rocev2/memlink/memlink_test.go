@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/internal/backendtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -225,22 +226,7 @@ func TestCloseUnblocksReceive(t *testing.T) {
 	a := attach(t, n, "198.18.0.1:4791")
 	b, err := n.Attach(netip.MustParseAddrPort("198.18.0.2:4791"))
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Receive(make([]rocev2.Datagram, 4))
-		done <- err
-	}()
-	require.NoError(t, b.Close())
-	select {
-	case err := <-done:
-		assert.ErrorIs(t, err, rocev2.ErrBackendClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Receive did not return after Close")
-	}
-	_, err = b.Receive(make([]rocev2.Datagram, 1))
-	assert.ErrorIs(t, err, rocev2.ErrBackendClosed)
-	assert.ErrorIs(t, b.Send(packets(t, a.LocalAddr(), 1)), rocev2.ErrBackendClosed)
-	assert.NoError(t, b.Close())
+	backendtest.CloseUnblocksReceive(t, b, packets(t, a.LocalAddr(), 1))
 
 	require.NoError(t, a.Send(packets(t, b.LocalAddr(), 1)))
 	assert.Equal(t, uint64(1), n.Stats().NoRoute, "a closed backend is gone from the network")

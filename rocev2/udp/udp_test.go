@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/internal/backendtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -151,22 +152,7 @@ func TestCorruptPacketIsBad(t *testing.T) {
 func TestCloseUnblocksReceive(t *testing.T) {
 	b, err := Open(Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Receive(make([]rocev2.Datagram, 8))
-		done <- err
-	}()
-	require.NoError(t, b.Close())
-	select {
-	case err := <-done:
-		assert.ErrorIs(t, err, rocev2.ErrBackendClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Receive did not return after Close")
-	}
-	_, err = b.Receive(make([]rocev2.Datagram, 1))
-	assert.ErrorIs(t, err, rocev2.ErrBackendClosed)
-	assert.ErrorIs(t, b.Send(packets(t, rand.New(rand.NewPCG(1, 1)), b.LocalAddr(), []int{8})), rocev2.ErrBackendClosed)
-	assert.NoError(t, b.Close(), "second Close")
+	backendtest.CloseUnblocksReceive(t, b, packets(t, rand.New(rand.NewPCG(1, 1)), b.LocalAddr(), []int{8}))
 }
 
 func TestOpenErrors(t *testing.T) {
