@@ -16,16 +16,18 @@ import (
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/faulty"
 	"github.com/goroce/goroce/rocev2/memlink"
 )
 
 // side is one device with its pool and buffer.
 type side struct {
-	dev  *device.Device
-	pd   *device.PD
-	pool *cq.Pool
-	buf  []byte
-	mr   *device.MR
+	dev      *device.Device
+	injector *faulty.Backend // nil without faults
+	pd       *device.PD
+	pool     *cq.Pool
+	buf      []byte
+	mr       *device.MR
 }
 
 // link is one QP of a connection, with its pooled CQ lease.
@@ -41,16 +43,25 @@ type link struct {
 const slot = 256 // bytes of buffer per connection
 
 // newSide opens a device and a pool; with rtc the pool runs to completion
-// on the device (PoolConfig.Devices).
-func newSide(t *testing.T, network *memlink.Network, addr string, cfg cq.PoolConfig, conns int, rtc bool) *side {
+// on the device (PoolConfig.Devices); with faults its packets go through a
+// fault injector.
+func newSide(t *testing.T, network *memlink.Network, addr string, cfg cq.PoolConfig, conns int, rtc bool, faults *faulty.Config) *side {
+	var be rocev2.Backend
 	be, err := network.Attach(netip.MustParseAddrPort(addr))
 	require.NoError(t, err)
+	var injector *faulty.Backend
+	if faults != nil {
+		c := *faults
+		c.Seed = uint64(len(addr)) + uint64(addr[len(addr)-6]) // one seed per side
+		injector = faulty.Wrap(be, c)
+		be = injector.Backend()
+	}
 	dev, err := device.New(device.Config{Backend: be})
 	require.NoError(t, err)
 	if rtc {
 		cfg.Devices = []cq.Device{dev}
 	}
-	s := &side{dev: dev, pd: dev.AllocPD(), pool: cq.NewPool(cfg), buf: make([]byte, conns*slot)}
+	s := &side{dev: dev, injector: injector, pd: dev.AllocPD(), pool: cq.NewPool(cfg), buf: make([]byte, conns*slot)}
 	t.Cleanup(func() { s.pool.Close(); dev.Close() })
 	s.mr, err = s.pd.RegisterMR(s.buf, device.AccessLocalWrite)
 	require.NoError(t, err)
@@ -145,23 +156,28 @@ func (l *errList) get() []string {
 // drained, and Put returns all capacity.
 func TestManyQPsSharePooledCQs(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		cfg  cq.PoolConfig
-		pc   cq.PollContext
-		rtc  bool
+		name   string
+		cfg    cq.PoolConfig
+		pc     cq.PollContext
+		rtc    bool
+		faults *faulty.Config
 	}{
-		{"softirq", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, false},
-		{"workqueue", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, false},
-		{"legacy", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, false},
-		{"softirq run to completion", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, true},
-		{"workqueue run to completion", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, true},
-		{"legacy run to completion", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, true},
+		{"softirq", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, false, nil},
+		{"workqueue", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, false, nil},
+		{"legacy", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, false, nil},
+		{"softirq run to completion", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, true, nil},
+		{"workqueue run to completion", cq.PoolConfig{Vectors: 2, Workers: 3, MinCQE: 64}, cq.PollWorkqueue, true, nil},
+		{"legacy run to completion", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, true, nil},
+		{"softirq run to completion under faults", cq.PoolConfig{Vectors: 3, MinCQE: 64}, cq.PollSoftIRQ, true,
+			&faulty.Config{Loss: 0.03, Duplicate: 0.03, Reorder: 0.03, Corrupt: 0.03}},
+		{"legacy run to completion under faults", cq.PoolConfig{Legacy: true}, cq.PollSoftIRQ, true,
+			&faulty.Config{Loss: 0.03, Duplicate: 0.03, Reorder: 0.03, Corrupt: 0.03}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const conns, rounds = 40, 25
 			network := memlink.NewNetwork()
-			client := newSide(t, network, "127.0.0.1:4791", tc.cfg, conns, tc.rtc)
-			server := newSide(t, network, "127.0.0.2:4791", tc.cfg, conns, tc.rtc)
+			client := newSide(t, network, "127.0.0.1:4791", tc.cfg, conns, tc.rtc, tc.faults)
+			server := newSide(t, network, "127.0.0.2:4791", tc.cfg, conns, tc.rtc, tc.faults)
 			errs := &errList{}
 			var wg sync.WaitGroup // one Done per expected completion
 			wg.Add(conns * rounds * 4)
@@ -238,6 +254,10 @@ func TestManyQPsSharePooledCQs(t *testing.T) {
 				assert.Zero(t, st.Reserved, "Put returned every reservation")
 				assert.Zero(t, st.Orphans)
 				assert.GreaterOrEqual(t, st.Completions, uint64(conns*rounds*2))
+				if s.injector != nil {
+					fs := s.injector.Stats()
+					assert.Positive(t, fs.Lost+fs.Duplicated+fs.Reordered+fs.Corrupted, "faults were injected")
+				}
 				if tc.rtc {
 					assert.Greater(t, st.InlineRuns, st.Wakeups/2, "most runs were on the receive goroutine")
 				} else {
