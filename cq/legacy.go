@@ -34,9 +34,10 @@ type legacy struct {
 	// devices bracket every tasklet run (PoolConfig.Devices).
 	devices []Device
 	// Running the tasklet on a receive goroutine (PoolConfig.Devices):
-	// inline counts receive batches in progress, pending records an event
-	// left to them, runMu keeps the tasklet on one goroutine at a time.
-	inline  atomic.Int32
+	// inline (the pool's count) counts receive batches in progress,
+	// pending records an event left to them, runMu keeps the tasklet on
+	// one goroutine at a time.
+	inline  *atomic.Int32
 	pending atomic.Bool
 	runMu   sync.Mutex
 
@@ -68,9 +69,9 @@ type legacySlot struct {
 	e    Entry
 }
 
-func newLegacy(orphan func(*WC), onAsync func(error), devices []Device) *legacy {
+func newLegacy(orphan func(*WC), onAsync func(error), devices []Device, inline *atomic.Int32) *legacy {
 	l := &legacy{
-		links: map[uint32]*legacyLink{}, orphan: orphan, devices: devices,
+		links: map[uint32]*legacyLink{}, orphan: orphan, devices: devices, inline: inline,
 		wcs: make([]WC, LegacyBatch), found: make([]Entry, LegacyBatch),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), gen: make(chan struct{}),
 	}

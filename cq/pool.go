@@ -106,7 +106,7 @@ func NewPool(cfg PoolConfig) *Pool {
 	}
 	p := &Pool{cfg: cfg, cqs: map[PollContext][]*Managed{}, lastVec: -1}
 	if cfg.Legacy {
-		p.legacy = newLegacy(cfg.OnOrphan, cfg.OnAsyncError, cfg.Devices)
+		p.legacy = newLegacy(cfg.OnOrphan, cfg.OnAsyncError, cfg.Devices, &p.inline)
 		for _, d := range cfg.Devices {
 			p.removes = append(p.removes, d.OnReceiveBatch(p.rxBegin, p.rxEnd))
 		}
@@ -127,22 +127,12 @@ func NewPool(cfg PoolConfig) *Pool {
 	return p
 }
 
-func (p *Pool) rxBegin() {
-	if p.legacy != nil {
-		p.legacy.inline.Add(1)
-		return
-	}
-	p.inline.Add(1)
-}
+func (p *Pool) rxBegin() { p.inline.Add(1) }
 
 // rxEnd runs, on a device's receive goroutine, the CQs fired while its
 // batch was in progress (see PoolConfig.Devices).
 func (p *Pool) rxEnd() {
-	if p.legacy != nil {
-		p.legacy.inline.Add(-1)
-	} else {
-		p.inline.Add(-1)
-	}
+	p.inline.Add(-1)
 	if !p.runMu.TryRLock() {
 		return // closing
 	}
