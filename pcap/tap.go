@@ -98,6 +98,12 @@ func (t *Tap) Backend() rocev2.Backend {
 func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
 	for i := range pkts {
 		d := &pkts[i]
+		if d.Drop != 0 {
+			// Rejected by the backend before any parsing (an empty
+			// datagram, a sender of another family): no frame to record.
+			t.skipped.Add(1)
+			continue
+		}
 		id, comment := d.IPv4ID, ""
 		switch d.ICRC {
 		case rocev2.ICRCBad:
@@ -107,6 +113,7 @@ func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
 		case rocev2.ICRCUnchecked:
 			// The device will check (and infer the ID) itself; the
 			// capture needs the ID now to frame the packet right.
+			// (record skips a pair no IP header can carry.)
 			fl := rocev2.NewFlow(d.Addr, t.local)
 			if inferred, ok := fl.InferIPv4ID(d.Buf); ok {
 				id = inferred

@@ -467,6 +467,14 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *device.TxB
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if src.Addr().Unmap().WithZone("") != q.raddr.Addr() {
+		// A connected QP takes packets only from its peer's address, as
+		// rxe's check_addr does: otherwise anyone who guesses a QP number
+		// and a PSN could write into the stream. (The UDP source port
+		// varies per flow and is not checked.)
+		q.dev.Counters.RcvdAddrErr.Add(1)
+		return
+	}
 	switch {
 	case op.Is(rocev2.OpRequest):
 		if q.state != RTR && q.state != RTS && q.state != SQD {

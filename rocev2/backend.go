@@ -56,6 +56,12 @@ type Datagram struct {
 	IPv4ID uint16
 	// ICRC is the receive-side verdict on the ICRC (unused on Send).
 	ICRC ICRCStatus
+	// Drop, when not zero, is why the backend itself rejects a received
+	// datagram before anyone parses it (ErrDatagram: empty, cut short by
+	// the receive buffer, a length that lies; ErrSource: a sender address
+	// of the wrong family). The device counts it under that reason and
+	// looks no further: Buf may be empty and Addr invalid. Unused on Send.
+	Drop ParseError
 }
 
 // ICRCStatus is what a backend could establish about a received ICRC.

@@ -18,13 +18,15 @@ const (
 	ErrICRC                         // ICRC does not match
 	ErrNotRoCE                      // frame is not IPv4/IPv6 UDP to port 4791
 	ErrFrameTruncated               // Ethernet/IP/UDP headers or lengths are inconsistent
+	ErrDatagram                     // the datagram itself is unusable: empty, cut by the receive buffer, or its length lies
+	ErrSource                       // the source address is of an unknown family, or not the device's family
 	numParseErrors
 )
 
 // ParseErrors lists every ParseError value, for counter tables and tests.
 var ParseErrors = []ParseError{
 	ErrShort, ErrUnknownOpcode, ErrTVer, ErrHeaderTruncated, ErrPadCount,
-	ErrUnexpectedPayload, ErrICRC, ErrNotRoCE, ErrFrameTruncated,
+	ErrUnexpectedPayload, ErrICRC, ErrNotRoCE, ErrFrameTruncated, ErrDatagram, ErrSource,
 }
 
 // NumParseErrors sizes arrays indexed by ParseError.
@@ -40,6 +42,8 @@ var parseErrorText = [numParseErrors]string{
 	ErrICRC:              "rocev2: ICRC mismatch",
 	ErrNotRoCE:           "rocev2: frame is not RoCEv2 (IP/UDP to port 4791)",
 	ErrFrameTruncated:    "rocev2: Ethernet/IP/UDP headers truncated or inconsistent",
+	ErrDatagram:          "rocev2: datagram empty, larger than the receive buffer, or of a length the receiver cannot trust",
+	ErrSource:            "rocev2: datagram from a source address of an unexpected family",
 }
 
 func (e ParseError) Error() string {
@@ -65,6 +69,10 @@ func (e ParseError) CounterName() string {
 		return "rcvd_icrc_err"
 	case ErrNotRoCE:
 		return "rcvd_not_roce"
+	case ErrDatagram:
+		return "rcvd_bad_datagram"
+	case ErrSource:
+		return "rcvd_bad_source"
 	}
 	return "rcvd_unknown_err"
 }

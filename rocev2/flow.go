@@ -93,7 +93,7 @@ func (f *Flow) encodeIPUDP(b []byte, roceLen int, forICRC bool) int {
 		binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
 		h[6] = protoUDP
 		h[7] = ttl
-		src, dst := f.Src.As16(), f.Dst.As16()
+		src, dst := as16(f.Src), as16(f.Dst)
 		copy(h[8:24], src[:])
 		copy(h[24:40], dst[:])
 		n = IPv6HeaderLen
@@ -106,7 +106,7 @@ func (f *Flow) encodeIPUDP(b []byte, roceLen int, forICRC bool) int {
 		binary.BigEndian.PutUint16(h[6:], f.IPv4Flags)
 		h[8] = ttl
 		h[9] = protoUDP
-		src, dst := f.Src.As4(), f.Dst.As4()
+		src, dst := as4(f.Src), as4(f.Dst)
 		copy(h[12:16], src[:])
 		copy(h[16:20], dst[:])
 		if forICRC {
@@ -123,6 +123,24 @@ func (f *Flow) encodeIPUDP(b []byte, roceLen int, forICRC bool) int {
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	binary.BigEndian.PutUint16(u[6:], udpSum)
 	return n + UDPHeaderLen
+}
+
+// as4 and as16 are netip.Addr.As4 and As16 without the panic: a flow whose
+// addresses do not fit its IP version (an invalid address, an IPv6 address
+// in an IPv4 flow) encodes zeros, so its ICRC simply does not match. A
+// receive path must never crash on a sender address it did not expect.
+func as4(a netip.Addr) [4]byte {
+	if a.Is4() || a.Is4In6() {
+		return a.Unmap().As4()
+	}
+	return [4]byte{}
+}
+
+func as16(a netip.Addr) [16]byte {
+	if !a.IsValid() {
+		return [16]byte{}
+	}
+	return a.As16()
 }
 
 // EncodeEthernet writes an Ethernet header for the flow into b (14 bytes).

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net"
+
+	"github.com/goroce/goroce/internal/ctlmsg"
 )
 
 // The control connection between the two processes is a TCP stream of JSON
@@ -34,21 +34,18 @@ type test struct {
 }
 
 type ctl struct {
-	c   net.Conn
-	enc *json.Encoder
-	dec *json.Decoder
+	c    net.Conn
+	msgs *ctlmsg.Conn // bounded: the peer is untrusted
 }
 
-func newCtl(c net.Conn) *ctl {
-	return &ctl{c: c, enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
-}
+func newCtl(c net.Conn) *ctl { return &ctl{c: c, msgs: ctlmsg.New(c)} }
 
-func (c *ctl) send(m msg) error { return c.enc.Encode(m) }
+func (c *ctl) send(m msg) error { return c.msgs.Write(m) }
 
 // recv reads the next message and turns a peer's error message into an error.
 func (c *ctl) recv(want string) (msg, error) {
 	var m msg
-	if err := c.dec.Decode(&m); err != nil {
+	if err := c.msgs.Read(&m); err != nil {
 		return m, fmt.Errorf("control: %w", err)
 	}
 	if m.Kind == "error" || (m.Err != "" && m.Kind != "stats") {

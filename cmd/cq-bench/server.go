@@ -32,7 +32,30 @@ func serve(c *ctl) error {
 	}
 }
 
+// Bounds on what a client may ask for: the control peer is untrusted, and
+// its numbers size the server's buffers and connections.
+const (
+	maxClients = 4096
+	maxMsgSize = 1 << 20
+)
+
+// checkTest refuses a test the server will not run.
+func checkTest(t test) error {
+	switch t.Mode {
+	case "tcp", "legacy", "legacy-rtc", "pooled", "nodim":
+	default:
+		return fmt.Errorf("unknown mode %q", t.Mode)
+	}
+	if t.Clients < 1 || t.Clients > maxClients || t.Req < 1 || t.Req > maxMsgSize || t.Resp < 1 || t.Resp > maxMsgSize {
+		return fmt.Errorf("test %+v out of range (clients 1..%d, sizes 1..%d)", t, maxClients, maxMsgSize)
+	}
+	return nil
+}
+
 func serveTest(c *ctl, t test) error {
+	if err := checkTest(t); err != nil {
+		return err
+	}
 	cpu0 := cpuSeconds()
 	if t.Mode == "tcp" {
 		ln, err := net.Listen("tcp", net.JoinHostPort(serverAddr.String(), "0"))

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/goroce/goroce/internal/ctlmsg"
 )
 
 // The control connection is a TCP stream of JSON objects, one per line,
@@ -111,19 +111,18 @@ func (e *peerError) Error() string { return "peer: " + e.msg }
 // oob is the control connection.
 type oob struct {
 	c       net.Conn
-	enc     *json.Encoder
-	dec     *json.Decoder
+	msgs    *ctlmsg.Conn // bounded: the peer is untrusted
 	timeout time.Duration
 }
 
 func newOOB(c net.Conn, timeout time.Duration) *oob {
-	return &oob{c: c, enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c)), timeout: timeout}
+	return &oob{c: c, msgs: ctlmsg.New(c), timeout: timeout}
 }
 
 // send writes one message.
 func (o *oob) send(m *message) error {
 	_ = o.c.SetWriteDeadline(time.Now().Add(o.timeout))
-	if err := o.enc.Encode(m); err != nil {
+	if err := o.msgs.Write(m); err != nil {
 		return fmt.Errorf("control connection: send %s: %w", m.Kind, err)
 	}
 	return nil
@@ -135,7 +134,7 @@ func (o *oob) send(m *message) error {
 func (o *oob) recv(kind string, wait time.Duration) (*message, error) {
 	_ = o.c.SetReadDeadline(time.Now().Add(wait))
 	var m message
-	if err := o.dec.Decode(&m); err != nil {
+	if err := o.msgs.Read(&m); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("control connection: no %s message from the peer within %v (is it still running? raise -timeout if the test is long)", orAny(kind), wait)

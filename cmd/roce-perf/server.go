@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
 )
 
 // runServer serves one client: it runs whatever tests the client asks for
@@ -108,6 +109,13 @@ func announce(cfg *config, addr net.Addr) error {
 	return nil
 }
 
+// Bounds on a test a client may ask for.
+const (
+	maxTestSize     = 64 << 20
+	maxTestIters    = 1 << 30
+	maxTestDuration = time.Hour
+)
+
 // checkSpec refuses tests this server cannot run as asked.
 func checkSpec(sp *testSpec, activeMTU int) error {
 	switch sp.Kind {
@@ -118,8 +126,13 @@ func checkSpec(sp *testSpec, activeMTU int) error {
 	if sp.MTU > activeMTU || rocev2.MTUFromBytes(sp.MTU).Bytes() != sp.MTU {
 		return fmt.Errorf("path MTU %d: not an IB MTU up to this port's %d", sp.MTU, activeMTU)
 	}
-	if sp.Size < 0 || sp.TxDepth < 1 || sp.RxDepth < 1 || sp.CQMod < 1 || sp.Iters < 0 || sp.Duration < 0 {
-		return fmt.Errorf("bad test parameters %+v", *sp)
+	// The client is untrusted: its numbers size this server's buffers and
+	// queues, so they are bounded before anything is allocated.
+	if sp.Size < 0 || sp.Size > maxTestSize || sp.TxDepth < 1 || sp.TxDepth > device.MaxQPWR ||
+		sp.RxDepth < 1 || sp.RxDepth > device.MaxQPWR || sp.CQMod < 1 || sp.CQMod > device.MaxQPWR ||
+		sp.Iters < 0 || sp.Iters > maxTestIters || sp.Duration < 0 || sp.Duration > maxTestDuration {
+		return fmt.Errorf("bad test parameters %+v (size 0..%d, depths 1..%d, iterations up to %d, duration up to %v)",
+			*sp, maxTestSize, device.MaxQPWR, maxTestIters, maxTestDuration)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ type Counters struct {
 	RcvdWrongQPType      atomic.Uint64 // rcvd_wrong_qp_type: opcode of another transport
 	RcvdPKeyErr          atomic.Uint64 // rcvd_pkey_err
 	RcvdQPStateDrop      atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
+	RcvdAddrErr          atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -72,6 +73,7 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_wrong_qp_type", c.RcvdWrongQPType.Load()},
 		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},
 		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
+		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
 	}
 	idx := map[string]int{}
 	for _, e := range rocev2.ParseErrors {

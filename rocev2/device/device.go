@@ -319,9 +319,13 @@ func (d *Device) Release() {
 
 // deliver validates one datagram and hands it to its QP.
 func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet, tx *TxBatch) {
+	if dg.Drop != 0 {
+		d.countDrop(dg.Drop)
+		return
+	}
 	if err := pkt.Parse(dg.Buf); err != nil {
 		if pe, ok := err.(rocev2.ParseError); ok {
-			d.Counters.Dropped[pe].Add(1)
+			d.countDrop(pe)
 		}
 		return
 	}
@@ -355,6 +359,16 @@ func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet, tx *TxBatch) {
 	}
 	d.Counters.RcvdPkts.Add(1)
 	h.HandlePacket(pkt, dg.Addr, tx)
+}
+
+// countDrop counts a datagram rejected for reason e. A reason outside the
+// table (a backend's bug) is counted as rcvd_bad_datagram rather than
+// indexing out of bounds.
+func (d *Device) countDrop(e rocev2.ParseError) {
+	if int(e) >= len(d.Counters.Dropped) || e == 0 {
+		e = rocev2.ErrDatagram
+	}
+	d.Counters.Dropped[e].Add(1)
 }
 
 // checkICRC verifies a packet whose backend left the ICRC unchecked.

@@ -60,6 +60,8 @@ type Backend struct {
 		count int
 		next  int
 		off   int
+		// kernel fills the messages: the socket, or a test's stand-in.
+		kernel rxKernel
 		// Callbacks bound once (a method value allocates): tryFn makes one
 		// non-blocking recvmmsg, peekFn checks for a waiting datagram.
 		tryFn  func(fd uintptr)
@@ -140,6 +142,7 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 	b.rx.call = newMmsgCall(unix.SYS_RECVMMSG)
 	b.rx.tryFn = func(fd uintptr) { b.rx.call.call(fd) } // EAGAIN leaves n = 0
 	b.rx.peekFn = peek
+	b.rx.kernel = socketKernel{b}
 	return b, nil
 }
 
@@ -163,6 +166,7 @@ func (b *Backend) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	b.rx.kernel.close()
 	return b.conn.Close()
 }
 

@@ -18,8 +18,7 @@ func (b *Backend) WaitReadable() error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	err := b.rc.Read(b.rx.peekFn)
-	if err != nil {
+	if err := b.rx.kernel.waitReadable(); err != nil {
 		return b.ioError("wait", err)
 	}
 	return nil
@@ -27,7 +26,8 @@ func (b *Backend) WaitReadable() error {
 
 // peek reports whether a datagram is waiting, without taking it. It makes
 // the system call itself: unix.Recvfrom would also ask for the sender's
-// address, which costs a getsockopt and an allocation per call.
+// address, which costs a getsockopt and an allocation per call. An empty
+// datagram counts as waiting (the call returns 0 bytes and no error).
 func peek(fd uintptr) bool {
 	var one [1]byte
 	for {
@@ -56,20 +56,8 @@ func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
 	if n := b.drain(pkts); n > 0 {
 		return n, nil
 	}
-	want := min(len(pkts), b.batch)
-	m := &b.rx.m
-	b.resetHeaders()
-	c := b.rx.call
-	c.hdrs = m.hdrs[:want]
-	c.n, c.err = 0, nil
-	err := b.rc.Control(b.rx.tryFn)
-	c.hdrs = nil
-	if err != nil {
-		return 0, b.ioError("receive", err)
+	if err := b.recv(min(len(pkts), b.batch), false); err != nil {
+		return 0, err
 	}
-	if c.err != nil {
-		return 0, b.ioError("receive", c.err)
-	}
-	b.rx.count, b.rx.next, b.rx.off = c.n, 0, 0
 	return b.drain(pkts), nil
 }

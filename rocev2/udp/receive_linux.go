@@ -1,18 +1,30 @@
 package udp
 
 import (
-	"net/netip"
-
 	"github.com/goroce/goroce/rocev2"
 	"golang.org/x/sys/unix"
 )
 
+// Receive path:
+//
+//  1. One recvmmsg fills up to a batch of messages (rxKernel.recvmmsg): a
+//     message is one datagram, or with GRO a super-datagram of equal
+//     segments plus a final shorter one.
+//  2. drain hands them out packet by packet. Every field the kernel filled
+//     is treated as untrusted (message splits it): the length is bounded by
+//     the buffer, the GRO segment size comes from a control message that
+//     may be missing, truncated or nonsensical, and the sender's address
+//     may be of any family. A message that fails a check is handed out
+//     once, with Datagram.Drop saying why, for the device to count; it is
+//     never split, parsed or verified.
+//  3. verdict checks each packet's ICRC against the flow it came in.
+
 // Receive blocks until packets arrive and fills pkts[:n] with them, each
 // with its ICRC verdict: ICRCOK (and for IPv4 the ID the packet travelled
-// with, recovered from its ICRC) or ICRCBad. A truncated or empty datagram
-// is reported ICRCBad. The Bufs point into the backend's receive buffers and
-// stay valid until the next call. Receive returns an error wrapping
-// rocev2.ErrBackendClosed after Close.
+// with, recovered from its ICRC) or ICRCBad, or with a Drop reason. The
+// Bufs point into the backend's receive buffers and stay valid until the
+// next call. Receive returns an error wrapping rocev2.ErrBackendClosed after
+// Close.
 func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 	if len(pkts) == 0 {
 		return 0, nil
@@ -24,22 +36,22 @@ func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 		if n := b.drain(pkts); n > 0 {
 			return n, nil
 		}
-		if err := b.recv(min(len(pkts), b.batch)); err != nil {
+		if err := b.recv(min(len(pkts), b.batch), true); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// recv reads up to want messages; the buffers of the previous ones are all
-// handed out by now.
-func (b *Backend) recv(want int) error {
+// recv reads up to want messages, waiting for the first one if wait is
+// set; the buffers of the previous ones are all handed out by now.
+func (b *Backend) recv(want int, wait bool) error {
 	m := &b.rx.m
 	b.resetHeaders()
-	n, err := b.rx.call.do(b.rc, m.hdrs[:want])
+	n, err := b.rx.kernel.recvmmsg(m.hdrs[:want], wait)
 	if err != nil {
 		return b.ioError("receive", err)
 	}
-	b.rx.count, b.rx.next, b.rx.off = n, 0, 0
+	b.rx.count, b.rx.next, b.rx.off = min(max(n, 0), want), 0, 0
 	return nil
 }
 
@@ -61,34 +73,25 @@ func (b *Backend) resetHeaders() {
 // drain hands out the packets of the messages read last, splitting GRO
 // super-datagrams, until pkts is full or the messages are used up.
 func (b *Backend) drain(pkts []rocev2.Datagram) int {
-	m := &b.rx.m
 	n := 0
 	for n < len(pkts) && b.rx.next < b.rx.count {
-		i := b.rx.next
-		h := &m.hdrs[i]
-		size := int(h.Len)
-		data := b.rx.bufs[i*rxBufSize : i*rxBufSize+size]
-		seg := size
-		if b.gro {
-			if s := groSegment(m.control(i)[:h.Hdr.Controllen]); s > 0 {
-				seg = s
-			}
+		msg := b.message(b.rx.next)
+		if msg.drop != 0 {
+			pkts[n] = rocev2.Datagram{Buf: msg.data, Addr: msg.src, Drop: msg.drop}
+			n++
+			b.rx.next++
+			b.rx.off = 0
+			continue
 		}
-		src, scope := getSockaddr(&m.names[i])
-		if scope != 0 && scope == b.scope {
-			// Only our own zone is known without a lookup; a link-local
-			// peer answers on the link we are bound to.
-			src = netip.AddrPortFrom(src.Addr().WithZone(b.local.Addr().Zone()), src.Port())
-		}
-		bad := h.Hdr.Flags&unix.MSG_TRUNC != 0
 		for n < len(pkts) {
-			end := min(b.rx.off+seg, size)
+			off := b.rx.off
+			end := min(off+msg.seg, len(msg.data))
 			d := &pkts[n]
-			*d = rocev2.Datagram{Buf: data[b.rx.off:end], Addr: src}
-			b.verdict(d, bad, uint16(b.rx.off/seg))
+			*d = rocev2.Datagram{Buf: msg.data[off:end], Addr: msg.src}
+			b.verdict(d, uint16(off/msg.seg))
 			n++
 			b.rx.off = end
-			if end >= size {
+			if end >= len(msg.data) {
 				b.rx.next++
 				b.rx.off = 0
 				break
@@ -101,13 +104,11 @@ func (b *Backend) drain(pkts []rocev2.Datagram) int {
 // verdict checks a received packet's ICRC against the flow it arrived in.
 //
 // Segment i of a GRO datagram most likely left as segment i of a UDP GSO
-// send, with IPv4 ID i (protocol-notes §3.5): that ID is checked first, one
-// ICRC instead of the full recovery of an unknown ID.
-func (b *Backend) verdict(d *rocev2.Datagram, truncated bool, likelyID uint16) {
+// send, with IPv4 ID i (a GSO send numbers its segments' IDs from the
+// first): that ID is checked first, one ICRC instead of the full recovery
+// of an unknown ID.
+func (b *Backend) verdict(d *rocev2.Datagram, likelyID uint16) {
 	d.ICRC = rocev2.ICRCBad
-	if truncated {
-		return
-	}
 	fl := rocev2.NewFlow(d.Addr, b.local)
 	if b.ipv6 {
 		if fl.VerifyICRC(d.Buf) {
@@ -126,3 +127,40 @@ func (b *Backend) verdict(d *rocev2.Datagram, truncated bool, likelyID uint16) {
 		d.ICRC, d.IPv4ID = rocev2.ICRCOK, id
 	}
 }
+
+// rxKernel is where received messages come from: the socket, or in tests
+// a stand-in that fills the headers as a kernel would, or as a hostile or
+// buggy one might (export_test.go).
+type rxKernel interface {
+	// recvmmsg fills hdrs as recvmmsg(2) does and returns how many
+	// messages it filled; without wait it returns 0 when none is waiting.
+	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
+	// waitReadable blocks until a datagram is waiting, without taking it.
+	waitReadable() error
+	// close wakes what waits in the two above (the backend is closing).
+	close()
+}
+
+// socketKernel is the rxKernel of a real socket.
+type socketKernel struct{ b *Backend }
+
+func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
+	b := k.b
+	if wait {
+		return b.rx.call.do(b.rc, hdrs)
+	}
+	c := b.rx.call
+	c.hdrs = hdrs
+	c.n, c.err = 0, nil
+	err := b.rc.Control(b.rx.tryFn)
+	c.hdrs = nil
+	if err != nil {
+		return 0, err
+	}
+	return c.n, c.err
+}
+
+func (k socketKernel) waitReadable() error { return k.b.rc.Read(k.b.rx.peekFn) }
+
+// close does nothing: closing the socket wakes the runtime poller.
+func (k socketKernel) close() {}
