@@ -57,6 +57,8 @@
 // Since Go 1.24 net.ListenConfig listens with MPTCP by default. The kernel
 // runs sock_ops callbacks and saves SYNs on MPTCP's TCP subflows, not on
 // the socket Go returns, so callers must call SetMultipathTCP(false) on
-// every net.Dialer and net.ListenConfig they use with this package;
-// Control and SaveSYN return ErrMPTCP for an MPTCP socket.
+// every net.Dialer and net.ListenConfig they use with this package.
+// Control and SaveSYN return ErrMPTCP for an MPTCP socket; Go (1.26)
+// happens to retry a failed MPTCP dial or listen with plain TCP, which then
+// works, but that costs a socket and is not a documented promise.
 package tcpopt

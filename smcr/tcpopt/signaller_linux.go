@@ -198,7 +198,7 @@ func (s *Signaller) optIn(fd int) error {
 	}
 	err = s.socks.Update(cookie, sockState{State: stOptedIn}, ebpf.UpdateNoExist)
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, ebpf.ErrKeyExist): // opted in twice: fine
 		return nil
 	case errors.Is(err, unix.E2BIG):
 		s.refused.Add(1)
