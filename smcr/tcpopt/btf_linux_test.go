@@ -25,7 +25,6 @@ func TestSockOpsOffsets(t *testing.T) {
 		"op":                    offOp,
 		"args":                  offArgs,
 		"local_port":            offLocalPort,
-		"is_fullsock":           offIsFullsock,
 		"bpf_sock_ops_cb_flags": offCbFlags,
 		"skb_tcp_flags":         offSkbTCPFlags,
 	} {

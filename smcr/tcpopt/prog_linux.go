@@ -1,5 +1,17 @@
 package tcpopt
 
+// The two BPF programs, written with cilium/ebpf's asm package.
+//
+// Rules the verifier of this kernel generation enforces, and how the code
+// keeps them: stack stores must be aligned to their size (every stack
+// slot below is; the option bytes go to the stack as one u64); a program
+// may not read uninitialised stack (the buffers handed to bpf_load_hdr_opt
+// and bpf_store_hdr_opt are written first); some context fields only allow
+// loads of their full width (skb_tcp_flags, read as a u32; pointer-sized
+// fields would need u64 loads, and the programs read none); the context
+// is read-only (the programs change socket state only through helpers);
+// and sock_ops and cgroup sock programs must return 1.
+
 import (
 	"encoding/binary"
 
@@ -14,7 +26,6 @@ const (
 	offOp          = 0   // __u32 op
 	offArgs        = 4   // __u32 args[4] (STATE_CB: old, new state)
 	offLocalPort   = 68  // __u32 local_port, host byte order
-	offIsFullsock  = 72  // __u32 is_fullsock
 	offCbFlags     = 84  // __u32 bpf_sock_ops_cb_flags
 	offSkbTCPFlags = 212 // __u32 skb_tcp_flags
 	sockOpsSize    = 224 // sizeof(struct bpf_sock_ops)
@@ -113,6 +124,13 @@ func ownSocket(socks *ebpf.Map) asm.Instructions {
 // on the context's local port. It identifies the listener behind a
 // request socket (SYN-ACK) or an accepted child: for those the cookie is
 // not the listener's, and the context gives no way to reach the listener.
+// Only sockets whose listener has the WRITE_HDR_OPT flag get here, so the
+// port is ambiguous only when two Signallers (or another BPF tool setting
+// that flag) have listeners on the same port at different addresses. Both
+// programs then act: the option is still written once (bpf_store_hdr_opt
+// refuses a second copy with -EEXIST) but both reserve room, and the
+// SYN-ACK carries six more NOPs; without the port check that would
+// happen on every SYN-ACK of every other Signaller (measured).
 func ownPort(ports *ebpf.Map) asm.Instructions {
 	return asm.Instructions{
 		asm.LoadMem(asm.R1, asm.R6, offLocalPort, asm.Word),
@@ -189,7 +207,7 @@ func concat(parts ...asm.Instructions) asm.Instructions {
 // Measured on Linux 6.18 (and the reason for the above):
 //
 //   - In the SYN-ACK callbacks the context is the request socket: not a
-//     full socket (ctx->sk is NULL, is_fullsock 0), and its cookie is its
+//     full socket (is_fullsock 0), and its cookie is its
 //     own, not the listener's. So a listener of ours is recognised by its
 //     local port (ownPort); bpf_load_hdr_opt with BPF_LOAD_HDR_OPT_TCP_SYN
 //     finds the client's SYN there (the request socket holds it).

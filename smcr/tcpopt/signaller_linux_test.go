@@ -1,12 +1,17 @@
 package tcpopt
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -669,4 +674,61 @@ func haveIPv6Loopback() bool {
 	}
 	ln.Close()
 	return true
+}
+
+// TestExitDetaches: a process killed without Close leaves nothing
+// attached: the bpf_links go with its file descriptors.
+func TestExitDetaches(t *testing.T) {
+	if os.Getenv("TCPOPT_TEST_CHILD") == "1" {
+		s, err := Open()
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		for _, id := range progIDs(t, s) {
+			fmt.Println(id)
+		}
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin) // until killed
+		os.Exit(0)
+	}
+	needRoot(t)
+	_ = openSignaller(t) // skips when not permitted
+	cgroup, err := ownCgroup()
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExitDetaches$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TCPOPT_TEST_CHILD=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+
+	var ids []ebpf.ProgramID
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "ready" {
+		id, err := strconv.ParseUint(sc.Text(), 10, 32)
+		require.NoError(t, err, "child said %q", sc.Text())
+		ids = append(ids, ebpf.ProgramID(id))
+	}
+	require.Len(t, ids, 2)
+	for _, id := range ids {
+		require.Contains(t, attached(t, cgroup), id)
+	}
+
+	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no Close, no deferred calls
+	_ = cmd.Wait()
+	killed = true
+	for _, id := range ids {
+		require.NotContains(t, attached(t, cgroup), id)
+	}
 }
