@@ -30,7 +30,8 @@
 // Signallers, of this process or of others in the cgroup, coexist, and
 // each link goes away with its file descriptor, on Close or when the
 // process exits, so a crash leaves nothing attached. Loading and
-// attaching needs CAP_BPF and CAP_NET_ADMIN (ErrNotPermitted).
+// attaching needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN
+// (ErrNotPermitted).
 //
 // A dialer's SYN then carries the 6 option bytes followed by two NOPs of
 // the kernel's padding (FE 06 E2 D4 C3 D9 01 01), rather than Linux's
@@ -41,9 +42,12 @@
 //
 // Per-socket state lives in a bounded BPF hash map keyed by socket cookie;
 // an entry leaves it on Forget or, at the latest, when the socket's file
-// is closed (the release program), so failed dials and forgotten Forgets
-// cannot fill it. The program clears its callback flag once a handshake is
-// over, so established connections cost nothing per segment.
+// is closed (the release program) or, for an accepted connection that
+// never got a file, when the kernel closes it. So failed dials, listeners
+// closed with a full accept queue and forgotten Forgets cannot fill it.
+// The program clears the option callback flag once a handshake is over:
+// established connections cost nothing per segment (accepted ones keep
+// the state-change callback, a few calls in a connection's life).
 //
 // # Unprivileged mode
 //

@@ -4,9 +4,10 @@ import "errors"
 
 var (
 	// ErrNotPermitted is wrapped by Open's error when the process may not
-	// load or attach BPF programs (it needs CAP_BPF and CAP_NET_ADMIN).
-	// Callers can fall back to the unprivileged mode.
-	ErrNotPermitted = errors.New("tcpopt: not permitted to load and attach a sock_ops BPF program (needs CAP_BPF and CAP_NET_ADMIN): run as root, or use the unprivileged mode (SaveSYN and SYNHasOption, no option sent) where both sides are configured to speak SMC")
+	// load or attach BPF programs: it needs CAP_BPF and CAP_NET_ADMIN
+	// (CAP_SYS_ADMIN stands in for either). Callers can fall back to the
+	// unprivileged mode.
+	ErrNotPermitted = errors.New("tcpopt: not permitted to load and attach a sock_ops BPF program (needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN): run as root, or use the unprivileged mode (SaveSYN and SYNHasOption, no option sent) where both sides are configured to speak SMC")
 
 	// ErrUnsupported is wrapped by Open's error when the system lacks what
 	// a Signaller needs: a mounted cgroup v2 that holds the process,

@@ -732,3 +732,55 @@ func TestExitDetaches(t *testing.T) {
 		require.NotContains(t, attached(t, cgroup), id)
 	}
 }
+
+// TestCapabilities: Open needs CAP_BPF and CAP_NET_ADMIN (CAP_SYS_ADMIN
+// stands in for either), and without them fails with ErrNotPermitted and
+// says what to do. Capabilities are per thread: each case drops them on
+// a thread of its own, which dies with its goroutine (it never unlocks),
+// so the rest of the process keeps them.
+func TestCapabilities(t *testing.T) {
+	needRoot(t)
+	cases := []struct {
+		name string
+		drop []uint
+		ok   bool
+	}{
+		{"CAP_BPF and CAP_NET_ADMIN suffice", []uint{unix.CAP_SYS_ADMIN, unix.CAP_PERFMON}, true},
+		{"no CAP_BPF", []uint{unix.CAP_SYS_ADMIN, unix.CAP_BPF}, false},
+		{"no CAP_NET_ADMIN", []uint{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}, false},
+		{"none", []uint{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_BPF, unix.CAP_PERFMON}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+				hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+				var data [2]unix.CapUserData
+				if err := unix.Capget(&hdr, &data[0]); err != nil {
+					done <- err
+					return
+				}
+				for _, c := range tc.drop {
+					data[c/32].Effective &^= 1 << (c % 32)
+				}
+				if err := unix.Capset(&hdr, &data[0]); err != nil {
+					done <- err
+					return
+				}
+				s, err := Open()
+				if err == nil {
+					err = s.Close()
+				}
+				done <- err
+			}()
+			err := <-done
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrNotPermitted)
+			require.ErrorContains(t, err, "run as root")
+		})
+	}
+}
