@@ -22,9 +22,12 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## test: vet, then every test with the race detector (needs cgo for -race)
+## test: vet, every test with the race detector (needs cgo for -race), then
+## the allocation tests again without it (its instrumentation allocates, so
+## they skip under -race)
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 10m $(PKGS)
+	$(GO) test -count=1 -run 'NotAllocate' $(PKGS)
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each, default 10s)
 fuzz:

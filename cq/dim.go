@@ -228,7 +228,7 @@ func (m *Managed) feedDIM(completions int) {
 		return
 	}
 	p := DIMProfiles[m.dim.Profile()]
-	m.cq.SetModeration(p.Comps, time.Duration(p.Usec)*time.Microsecond)
+	m.SetModeration(p.Comps, time.Duration(p.Usec)*time.Microsecond)
 	m.profile.Store(int32(m.dim.Profile()))
 	m.dim.Applied()
 }

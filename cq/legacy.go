@@ -7,39 +7,34 @@ import (
 	"sync/atomic"
 )
 
-// The legacy design, kept on purpose for comparison (Linux SMC-R before its
-// move to the CQ pool, protocol-notes §8.9): one send CQ and one receive CQ
-// for the whole device, a single tasklet-like poller goroutine, one lock
-// around polling and the pending-slot search, batches of LegacyBatch, and
-// work requests identified by sequence-number wr_ids that the poller
-// resolves by a linear search of the link's pending slots. It is a Pool
-// mode (PoolConfig.Legacy), so the same user code runs on both designs.
-
-// LegacyBatch is SMC_WR_MAX_POLL_CQE.
-const LegacyBatch = 10
-
-// LegacyDepth is SMC_MAX_CQE, the depth of each of the two device CQs.
-const LegacyDepth = 32766
-
-type legacy struct {
+// Legacy is Linux SMC-R's completion design before it moved to the CQ pool,
+// kept on purpose for the comparison the pool exists for: one send CQ and
+// one receive CQ for the whole device, a single tasklet-like poller
+// goroutine that polls under one lock in batches of LegacyBatch, and work
+// requests identified by sequence-number wr_ids that the poller resolves by
+// a linear search of the link's pending slots. It implements Allocator, so
+// the same upper-layer code runs on it and on Pool.
+type Legacy struct {
 	mu     sync.Mutex // the one lock: polling, slot search, tagging, links
 	send   *CQ
 	recv   *CQ
-	links  map[uint32]*legacyLink
+	links  map[uint32]*LegacyLink
 	seq    uint64
 	used   int
+	closed bool
 	wcs    []WC    // poller only
 	found  []Entry // poller only
 	orphan func(*WC)
-	// devices bracket every tasklet run (PoolConfig.Devices).
+	// devices bracket every tasklet run (LegacyConfig.Devices).
 	devices []Device
-	// Running the tasklet on a receive goroutine (PoolConfig.Devices):
-	// inline (the pool's count) counts receive batches in progress,
-	// pending records an event left to them, runMu keeps the tasklet on
-	// one goroutine at a time.
-	inline  *atomic.Int32
-	pending atomic.Bool
-	runMu   sync.Mutex
+	// Running the tasklet on a receive goroutine (LegacyConfig.Devices):
+	// rxBatches counts receive batches in progress, pending records an
+	// event left to them, runMu keeps the tasklet on one goroutine at a
+	// time, removes unregister the hooks.
+	rxBatches atomic.Int32
+	pending   atomic.Bool
+	runMu     sync.Mutex
+	removes   []func()
 
 	wake chan struct{}
 	done chan struct{}
@@ -56,85 +51,115 @@ type legacy struct {
 	nDrain atomic.Int32
 }
 
-// legacyLink is one lease's pending slots.
-type legacyLink struct {
-	l     *legacy
+// LegacyBatch is SMC_WR_MAX_POLL_CQE.
+const LegacyBatch = 10
+
+// LegacyDepth is SMC_MAX_CQE, the depth of each of the two device CQs.
+const LegacyDepth = 32766
+
+// LegacyConfig configures a Legacy design.
+type LegacyConfig struct {
+	// OnOrphan, if set, receives completions whose wr_id matches no
+	// pending slot.
+	OnOrphan func(*WC)
+	// OnAsyncError, if set, receives CQ overflows.
+	OnAsyncError func(error)
+	// Devices, as in PoolConfig: given them, the tasklet runs on the
+	// receive goroutine after a batch that fired it (what Linux never did;
+	// the benchmark's legacy-rtc mode, to show how much running to
+	// completion alone is worth).
+	Devices []Device
+}
+
+var _ Allocator = (*Legacy)(nil)
+
+// NewLegacy starts the legacy design's tasklet goroutine.
+func NewLegacy(cfg LegacyConfig) *Legacy {
+	l := &Legacy{
+		links: map[uint32]*LegacyLink{}, orphan: cfg.OnOrphan, devices: cfg.Devices,
+		wcs: make([]WC, LegacyBatch), found: make([]Entry, LegacyBatch),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), gen: make(chan struct{}),
+	}
+	ccfg := Config{OnEvent: l.onEvent, OnAsyncError: cfg.OnAsyncError}
+	l.send, _ = New(LegacyDepth, ccfg) // LegacyDepth is in range
+	l.recv, _ = New(LegacyDepth, ccfg)
+	l.send.Arm(false)
+	l.recv.Arm(false)
+	for _, d := range cfg.Devices {
+		l.removes = append(l.removes, d.OnReceiveBatch(l.rxBegin, l.rxEnd))
+	}
+	l.wg.Add(1)
+	go l.loop()
+	return l
+}
+
+// LegacyLink is one QP's pending slots: a Reservation of the legacy design.
+type LegacyLink struct {
+	l     *Legacy
 	n     int
 	slots []legacySlot
 	qpns  []uint32
+	put   atomic.Bool
 }
+
+var _ Reservation = (*LegacyLink)(nil)
 
 type legacySlot struct {
 	wrid uint64 // 0: free
 	e    Entry
 }
 
-func newLegacy(orphan func(*WC), onAsync func(error), devices []Device, inline *atomic.Int32) *legacy {
-	l := &legacy{
-		links: map[uint32]*legacyLink{}, orphan: orphan, devices: devices, inline: inline,
-		wcs: make([]WC, LegacyBatch), found: make([]Entry, LegacyBatch),
-		wake: make(chan struct{}, 1), done: make(chan struct{}), gen: make(chan struct{}),
-	}
-	cfg := Config{OnEvent: l.onEvent, OnAsyncError: onAsync}
-	l.send, _ = New(LegacyDepth, cfg) // LegacyDepth is in range
-	l.recv, _ = New(LegacyDepth, cfg)
-	l.send.Arm(false)
-	l.recv.Arm(false)
-	l.wg.Add(1)
-	go l.loop()
-	return l
-}
-
-func (l *legacy) onEvent() {
-	if l.inline.Load() > 0 {
+func (l *Legacy) onEvent() {
+	if l.rxBatches.Load() > 0 {
 		// A receive batch is in progress: its end runs the tasklet. Should
 		// it have ended between the load and the store, wake as usual.
 		l.pending.Store(true)
-		if l.inline.Load() > 0 || !l.pending.Swap(false) {
+		if l.rxBatches.Load() > 0 || !l.pending.Swap(false) {
 			return
 		}
 	}
 	l.wakeLoop()
 }
 
-func (l *legacy) wakeLoop() {
+func (l *Legacy) wakeLoop() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
-// get makes a link; the caller holds the pool's mutex.
-func (l *legacy) get(p *Pool, n int) (*Lease, error) {
+// Reserve makes a link with n pending slots on the device CQs.
+func (l *Legacy) Reserve(n int) (Reservation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.used+n > LegacyDepth {
-		return nil, fmt.Errorf("cq: legacy pool: %d entries do not fit the device CQs (%d of %d reserved)", n, l.used, LegacyDepth)
+	if l.closed {
+		return nil, ErrPoolClosed
+	}
+	if n < 1 || l.used+n > LegacyDepth {
+		return nil, fmt.Errorf("cq: legacy: %d entries do not fit the device CQs (%d of %d reserved)", n, l.used, LegacyDepth)
 	}
 	l.used += n
-	return &Lease{pool: p, n: n, leg: &legacyLink{l: l, n: n, slots: make([]legacySlot, n)}}, nil
+	return &LegacyLink{l: l, n: n, slots: make([]legacySlot, n)}, nil
 }
 
-func (l *legacy) put(ls *Lease) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.used -= ls.n
-	for _, qpn := range ls.leg.qpns {
-		if l.links[qpn] == ls.leg {
-			delete(l.links, qpn)
-		}
-	}
-}
+// SendCQ returns the device-wide send CQ.
+func (k *LegacyLink) SendCQ() *CQ { return k.l.send }
 
-func (l *legacy) bind(qpn uint32, k *legacyLink) {
+// RecvCQ returns the device-wide receive CQ.
+func (k *LegacyLink) RecvCQ() *CQ { return k.l.recv }
+
+// Bind records that the link's work requests come from QP qpn.
+func (k *LegacyLink) Bind(qpn uint32) {
+	l := k.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.links[qpn] = k
 	k.qpns = append(k.qpns, qpn)
 }
 
-// tag records e in a free pending slot under a fresh sequence number.
-func (k *legacyLink) tag(e Entry) uint64 {
+// Tag records e in a free pending slot under a fresh sequence number and
+// returns it as the wr_id, with no Entry.
+func (k *LegacyLink) Tag(e Entry) (uint64, Entry) {
 	l := k.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -142,18 +167,38 @@ func (k *legacyLink) tag(e Entry) uint64 {
 	for i := range k.slots {
 		if k.slots[i].wrid == 0 {
 			k.slots[i] = legacySlot{wrid: l.seq, e: e}
-			return l.seq
+			return l.seq, nil
 		}
 	}
 	// More outstanding requests than reserved: the caller's bug, but keep
 	// the completion reachable rather than lose it.
 	k.slots = append(k.slots, legacySlot{wrid: l.seq, e: e})
-	return l.seq
+	return l.seq, nil
+}
+
+// Drain waits until every completion pushed to the device CQs before the
+// call has been handled.
+func (k *LegacyLink) Drain(ctx context.Context) error { return k.l.drain(ctx) }
+
+// Release returns the link's slots and entries.
+func (k *LegacyLink) Release() {
+	if !k.put.CompareAndSwap(false, true) {
+		return
+	}
+	l := k.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.used -= k.n
+	for _, qpn := range k.qpns {
+		if l.links[qpn] == k {
+			delete(l.links, qpn)
+		}
+	}
 }
 
 // resolve finds and frees the pending slot of wc (smc_wr_tx_find_pending_index:
 // a linear search). The caller holds l.mu.
-func (l *legacy) resolve(wc *WC) Entry {
+func (l *Legacy) resolve(wc *WC) Entry {
 	k := l.links[wc.QPNum]
 	if k == nil {
 		return nil
@@ -168,7 +213,7 @@ func (l *legacy) resolve(wc *WC) Entry {
 	return nil
 }
 
-func (l *legacy) loop() {
+func (l *Legacy) loop() {
 	defer l.wg.Done()
 	for {
 		select {
@@ -177,31 +222,43 @@ func (l *legacy) loop() {
 			return
 		}
 		l.runMu.Lock()
-		l.run()
+		l.run(false)
 		l.runMu.Unlock()
 	}
 }
 
-// run is one scheduled run of the tasklet. The caller holds runMu.
-func (l *legacy) run() {
+// run is one scheduled run of the tasklet. The caller holds runMu. inBatch
+// says a receive batch's end runs it, inside the device's run.
+func (l *Legacy) run(inBatch bool) {
 	l.wakeups.Add(1)
-	beginBatch(l.devices)
+	if !inBatch {
+		beginRun(l.devices)
+	}
 	l.tasklet(l.send, &l.sendDisp)
 	l.tasklet(l.recv, &l.recvDisp)
-	endBatch(l.devices)
+	if !inBatch {
+		endRun(l.devices)
+	}
 }
 
+func (l *Legacy) rxBegin() { l.rxBatches.Add(1) }
+
 // rxEnd runs the tasklet a receive batch fired, on the receive goroutine,
-// unless the poller goroutine is running it: then that one runs again. The
-// caller has counted the batch's end (inline).
-func (l *legacy) rxEnd() {
+// unless the tasklet goroutine is running it: then that one runs again.
+func (l *Legacy) rxEnd() {
+	l.rxBatches.Add(-1)
 	if !l.pending.Swap(false) {
 		return
 	}
 	if l.runMu.TryLock() {
+		defer l.runMu.Unlock()
+		select {
+		case <-l.done:
+			return // closed (Close waits for runMu after closing done)
+		default:
+		}
 		l.inlineRuns.Add(1)
-		l.run()
-		l.runMu.Unlock()
+		l.run(true)
 		return
 	}
 	l.wakeLoop()
@@ -210,7 +267,7 @@ func (l *legacy) rxEnd() {
 // tasklet is smc_wr_tx_tasklet_fn / smc_wr_rx_tasklet_fn: poll in batches
 // until empty, re-arming during the first pass, then a second pass to catch
 // what slipped in around the arm.
-func (l *legacy) tasklet(c *CQ, disp *atomic.Uint64) {
+func (l *Legacy) tasklet(c *CQ, disp *atomic.Uint64) {
 	for pass := 1; pass <= 2; pass++ {
 		for {
 			l.mu.Lock()
@@ -249,7 +306,7 @@ func (l *legacy) tasklet(c *CQ, disp *atomic.Uint64) {
 	}
 }
 
-func (l *legacy) drain(ctx context.Context) error {
+func (l *Legacy) drain(ctx context.Context) error {
 	ts, tr := l.send.Pushed(), l.recv.Pushed()
 	l.nDrain.Add(1)
 	defer l.nDrain.Add(-1)
@@ -268,7 +325,8 @@ func (l *legacy) drain(ctx context.Context) error {
 	}
 }
 
-func (l *legacy) stats() PoolStats {
+// Stats returns the design's counters (its two CQs as one pool).
+func (l *Legacy) Stats() PoolStats {
 	l.mu.Lock()
 	used := l.used
 	l.mu.Unlock()
@@ -278,9 +336,24 @@ func (l *legacy) stats() PoolStats {
 	}
 }
 
-func (l *legacy) close() {
+// Close stops the tasklet goroutine after its current run and closes the
+// CQs; a receive batch that ends later runs nothing.
+func (l *Legacy) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	for _, remove := range l.removes {
+		remove()
+	}
 	close(l.done)
+	l.runMu.Lock() // wait for a tasklet run on a receive goroutine
+	l.runMu.Unlock()
 	l.wg.Wait()
 	l.send.Close()
 	l.recv.Close()
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Managed is a CQ whose completions are handed to their entries (Entry.Done)
@@ -12,6 +13,12 @@ import (
 //
 // Work requests on a Managed CQ should name an Entry; a completion without
 // one goes to the pool's OnOrphan (it is normal only for flushed requests).
+//
+// Moderation (ibv_modify_cq's cq_count and cq_period, which DIM sets) is
+// the Managed's, not the CQ's: an event raised outside a receive batch
+// waits until Comps completions are waiting or Period has passed. Inside a
+// receive batch (run to completion) the batch is the moderation already:
+// its end runs what it fired.
 type Managed struct {
 	cq     *CQ
 	ctx    PollContext
@@ -29,6 +36,8 @@ type Managed struct {
 	wcs      []WC       // the runner's batch buffer
 	directMu sync.Mutex // serializes Process
 
+	mod moderation
+
 	wakeups    atomic.Uint64
 	inlineRuns atomic.Uint64
 	dispatched atomic.Uint64
@@ -40,6 +49,16 @@ type Managed struct {
 	nDrain   atomic.Int32
 
 	used int // reserved entries; guarded by the pool's mutex
+}
+
+// moderation is a Managed's event moderation.
+type moderation struct {
+	mu      sync.Mutex
+	comps   int
+	period  time.Duration
+	timer   *time.Timer
+	waiting bool // the period timer runs for a held event
+	closed  bool
 }
 
 type drainWaiter struct {
@@ -60,7 +79,7 @@ type Stats struct {
 }
 
 func newManaged(depth, vector int, ctx PollContext, rq *runQueue, withDIM bool, orphan func(*WC), onAsync func(error)) (*Managed, error) {
-	m := &Managed{ctx: ctx, vector: vector, rq: rq, orphan: orphan, wcs: make([]WC, Batch)}
+	m := &Managed{ctx: ctx, vector: vector, rq: rq, orphan: orphan, wcs: make([]WC, PollBatch)}
 	m.profile.Store(-1)
 	cfg := Config{OnAsyncError: onAsync}
 	if ctx != PollDirect {
@@ -75,18 +94,6 @@ func newManaged(depth, vector int, ctx PollContext, rq *runQueue, withDIM bool, 
 		return nil, err
 	}
 	m.cq = c
-	if rq != nil && rq.inline != nil {
-		// Run to completion (PoolConfig.Devices): the CQs fired during a
-		// receive batch run once at its end, so the batch is the unit of
-		// moderation already. A moderation timer on top would only delay
-		// them (and a Go timer cannot keep DIM's microseconds: in an idle
-		// process a 16 or 32 µs timer fires after ~1.1 ms, as the netpoller
-		// sleeps in whole milliseconds). Moderation, DIM's or the user's,
-		// applies to events raised outside receive batches, which wake a
-		// poller goroutine.
-		inline := rq.inline
-		c.modGate = func() bool { return inline.Load() == 0 }
-	}
 	if ctx != PollDirect {
 		// Armed once at creation (ib_alloc_cq), then by every run.
 		c.Arm(false)
@@ -123,14 +130,33 @@ func (m *Managed) Stats() Stats {
 	}
 }
 
+// SetModeration sets the event moderation (ibv_modify_cq): an event raised
+// outside a receive batch runs the CQ once comps completions are waiting,
+// or period after it was raised if fewer arrive. comps <= 1 turns
+// moderation off. DIM calls it with its profiles.
+func (m *Managed) SetModeration(comps int, period time.Duration) {
+	m.mod.mu.Lock()
+	defer m.mod.mu.Unlock()
+	// A held event keeps its timer: it runs no later than it would have,
+	// so lowering the moderation strands nothing.
+	m.mod.comps, m.mod.period = comps, period
+}
+
+// Moderation returns the current moderation (comps, period).
+func (m *Managed) Moderation() (int, time.Duration) {
+	m.mod.mu.Lock()
+	defer m.mod.mu.Unlock()
+	return m.mod.comps, m.mod.period
+}
+
 // Process handles up to budget completions on the calling goroutine, in
-// batches of BatchDirect, and returns how many (ib_process_cq_direct). It is
-// meant for PollDirect CQs; callers are serialized.
+// batches of PollBatchDirect, and returns how many (ib_process_cq_direct).
+// It is meant for PollDirect CQs; callers are serialized.
 func (m *Managed) Process(budget int) int {
 	m.directMu.Lock()
 	defer m.directMu.Unlock()
 	m.wakeups.Add(1)
-	return m.process(budget, BatchDirect)
+	return m.process(budget, PollBatchDirect)
 }
 
 // process polls and dispatches until a poll comes back short or budget
@@ -169,35 +195,98 @@ func (m *Managed) dispatch(wc *WC) {
 	}
 }
 
-// onEvent is the CQ's completion handler (the comp_handler): it only
-// schedules the CQ's poller.
+// onEvent is the CQ's completion handler (the comp_handler): it schedules
+// the CQ's poller, unless moderation holds the event back.
 func (m *Managed) onEvent() {
+	if m.moderated() {
+		return
+	}
+	m.schedule()
+}
+
+func (m *Managed) schedule() {
 	if m.queued.CompareAndSwap(false, true) {
 		m.rq.enqueue(m, true)
 	}
 }
 
+// moderated decides whether an event waits for more completions. It waits
+// when moderation is on, no receive batch is in progress (whose end runs
+// the CQ anyway), and fewer than comps completions are waiting: the CQ is
+// armed again so that the next completion is counted too, and the first
+// held event starts the period timer, so a lone completion is never
+// stranded. (A Go timer fires no sooner than the runtime's netpoller wakes,
+// about a millisecond in an idle process, which is why moderation is off
+// inside receive batches.)
+func (m *Managed) moderated() bool {
+	md := &m.mod
+	md.mu.Lock()
+	defer md.mu.Unlock()
+	if md.comps <= 1 || md.closed || m.rq.inBatch() || m.cq.Len() >= md.comps {
+		if md.waiting && md.timer != nil {
+			md.timer.Stop()
+			md.waiting = false
+		}
+		return false
+	}
+	if !md.waiting {
+		md.waiting = true
+		if md.timer == nil {
+			md.timer = time.AfterFunc(md.period, m.periodOver)
+		} else {
+			md.timer.Reset(md.period)
+		}
+	}
+	if m.cq.Arm(false) && m.cq.Len() >= md.comps {
+		md.timer.Stop()
+		md.waiting = false
+		return false
+	}
+	return true
+}
+
+// periodOver runs a CQ whose held event waited the whole period.
+func (m *Managed) periodOver() {
+	m.mod.mu.Lock()
+	run := m.mod.waiting && !m.mod.closed
+	m.mod.waiting = false
+	m.mod.mu.Unlock()
+	if run {
+		m.schedule()
+	}
+}
+
+// close stops the moderation timer and closes the CQ.
+func (m *Managed) close() {
+	m.mod.mu.Lock()
+	m.mod.closed = true
+	if m.mod.timer != nil {
+		m.mod.timer.Stop()
+	}
+	m.mod.mu.Unlock()
+	m.cq.Close()
+}
+
 // run is one scheduled poller run. It reports whether the CQ must be run
 // again (budget exhausted, or completions slipped in before the re-arm),
-// and how many completions it handled;
-// the CQ then stays marked queued and the caller puts it back on the tail
-// of its run queue, behind the other CQs waiting there.
+// and how many completions it handled; the CQ then stays marked queued and
+// the caller puts it back on the tail of its run queue, behind the other
+// CQs waiting there.
 //
-// batched says the caller brackets the run with the devices' BeginBatch
-// and EndBatch itself (a receive goroutine running several CQs sends what
-// they all post at once); otherwise run does.
-func (m *Managed) run(batched bool) (again bool, handled int) {
+// inBatch says a receive batch's end runs it, inside the device's run;
+// otherwise run opens one of its own on the pool's devices.
+func (m *Managed) run(inBatch bool) (again bool, handled int) {
 	m.wakeups.Add(1)
-	if batched {
+	if inBatch {
 		m.inlineRuns.Add(1)
 	}
 	budget := m.ctx.budget()
-	if !batched {
-		beginBatch(m.devices)
+	if !inBatch {
+		beginRun(m.devices)
 	}
-	n := m.process(budget, Batch)
-	if !batched {
-		endBatch(m.devices)
+	n := m.process(budget, PollBatch)
+	if !inBatch {
+		endRun(m.devices)
 	}
 	if m.dim != nil {
 		m.feedDIM(n)

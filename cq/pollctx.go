@@ -8,7 +8,7 @@ type PollContext uint8
 
 const (
 	// PollSoftIRQ: one poller goroutine per completion vector runs the CQs
-	// of that vector, Batch completions at a time and at most BudgetIRQ per
+	// of that vector, PollBatch completions at a time and at most BudgetIRQ per
 	// run, then re-arms (irq_poll).
 	PollSoftIRQ PollContext = 0
 	// PollWorkqueue: a bounded pool of worker goroutines runs scheduled
@@ -21,15 +21,16 @@ const (
 
 // The kernel's processing constants (drivers/infiniband/core/cq.c).
 const (
-	Batch           = 16    // IB_POLL_BATCH: completions per poll
-	BatchDirect     = 8     // IB_POLL_BATCH_DIRECT
+	PollBatch       = 16    // IB_POLL_BATCH: completions per poll
+	PollBatchDirect = 8     // IB_POLL_BATCH_DIRECT
 	BudgetIRQ       = 256   // IB_POLL_BUDGET_IRQ: completions per softirq run
 	BudgetWorkqueue = 65536 // IB_POLL_BUDGET_WORKQUEUE
 	SharedCQSize    = 4096  // IB_MAX_SHARED_CQ_SZ: the least entries of a pooled CQ
 
 	// RxBudget bounds the completions that the CQs fired by one receive
-	// batch may handle on the receive goroutine (PoolConfig.Devices)
-	// before the rest goes to the poller goroutines: four softirq budgets.
+	// batch may handle on the device's receive goroutine (run to
+	// completion, PoolConfig.Devices) before the rest goes to the poller
+	// goroutines: four softirq budgets.
 	RxBudget = 4 * BudgetIRQ
 )
 

@@ -23,49 +23,21 @@ type PoolConfig struct {
 	// NoDIM turns adaptive moderation off: every completion on an armed
 	// CQ wakes its poller.
 	NoDIM bool
-	// Legacy selects the pre-pool design for comparison (see legacy.go).
-	Legacy bool
-	// OnOrphan, if set, receives completions that name no Entry (and, in
-	// legacy mode, whose wr_id matches no pending slot).
+	// OnOrphan, if set, receives completions that name no Entry.
 	OnOrphan func(*WC)
 	// OnAsyncError, if set, receives CQ overflows; with honest
 	// reservations they cannot happen.
 	OnAsyncError func(error)
-	// Devices are the devices whose QPs use the pool. Given them, both
-	// designs run to completion: the CQs that a batch of received packets
-	// fires run on the device's receive goroutine right after the batch
-	// (as a kernel runs softirqs on the interrupted CPU at irq exit)
-	// instead of waking a poller goroutine, and the sends that the handlers
-	// of one run post leave together when the run ends (a doorbell per run,
-	// like xmit_more in a NAPI run). The poller goroutines still run what
-	// is fired outside a receive batch, and what a run leaves over its
-	// budget. Without Devices every CQ event wakes a poller goroutine and
-	// every post sends at once.
+	// Devices are the devices whose QPs use the pool. Given them, the pool
+	// runs to completion: the CQs that a batch of received packets fires
+	// run on the device's receive goroutine right after the batch (as a
+	// kernel runs softirqs on the interrupted CPU at irq exit) instead of
+	// waking a poller goroutine, and what the handlers of one run post
+	// leaves together when the run ends. The poller goroutines still run
+	// what fires outside a receive batch, and what a batch's end leaves
+	// over its budget (RxBudget). Without Devices every CQ event wakes a
+	// poller goroutine and every post sends at once.
 	Devices []Device
-}
-
-// Device is what a pool needs of a device its QPs live on;
-// rocev2/device.Device implements it.
-type Device interface {
-	// BeginBatch and EndBatch bracket a poller run: the sends its handlers
-	// post leave together at EndBatch.
-	BeginBatch()
-	EndBatch()
-	// OnReceiveBatch registers functions that the device's receive
-	// goroutine calls before and after each batch of packets it handles.
-	OnReceiveBatch(begin, end func()) (remove func())
-}
-
-func beginBatch(bs []Device) {
-	for _, b := range bs {
-		b.BeginBatch()
-	}
-}
-
-func endBatch(bs []Device) {
-	for _, b := range bs {
-		b.EndBatch()
-	}
 }
 
 // Pool hands out shared, pre-armed CQs whose completions run their
@@ -77,21 +49,22 @@ type Pool struct {
 	cfg     PoolConfig
 	vectors []*runQueue // PollSoftIRQ, one goroutine each
 	wq      *runQueue   // PollWorkqueue
-	legacy  *legacy
-	mu      sync.Mutex // guards the fields below and Managed.used
+	mu      sync.Mutex  // guards the fields below and Managed.used
 	cqs     map[PollContext][]*Managed
 	lastVec int
 	closed  bool
 
 	// Running CQs on the devices' receive goroutines (PoolConfig.Devices):
-	// inline counts the receive batches in progress, runMu is held by each
-	// batch's end while it runs CQs (Close waits for them), removes
+	// rxBatches counts the receive batches in progress, runMu is held by
+	// each batch's end while it runs CQs (Close waits for them), removes
 	// unregister the hooks.
-	inline  atomic.Int32
-	runMu   sync.RWMutex
-	removes []func()
-	ended   bool // set by Close under runMu: late receive batches run nothing
+	rxBatches atomic.Int32
+	runMu     sync.RWMutex
+	removes   []func()
+	ended     bool // set by Close under runMu: late receive batches run nothing
 }
+
+var _ Allocator = (*Pool)(nil)
 
 // NewPool starts a pool's pollers.
 func NewPool(cfg PoolConfig) *Pool {
@@ -105,34 +78,28 @@ func NewPool(cfg PoolConfig) *Pool {
 		cfg.MinCQE = SharedCQSize
 	}
 	p := &Pool{cfg: cfg, cqs: map[PollContext][]*Managed{}, lastVec: -1}
-	if cfg.Legacy {
-		p.legacy = newLegacy(cfg.OnOrphan, cfg.OnAsyncError, cfg.Devices, &p.inline)
-		for _, d := range cfg.Devices {
-			p.removes = append(p.removes, d.OnReceiveBatch(p.rxBegin, p.rxEnd))
-		}
-		return p
-	}
-	var inline *atomic.Int32
+	var rx *atomic.Int32
 	if len(cfg.Devices) > 0 {
-		inline = &p.inline
+		rx = &p.rxBatches
 	}
 	p.vectors = make([]*runQueue, cfg.Vectors)
 	for i := range p.vectors {
-		p.vectors[i] = newRunQueue(1, inline)
+		p.vectors[i] = newRunQueue(1, rx)
 	}
-	p.wq = newRunQueue(cfg.Workers, inline)
+	p.wq = newRunQueue(cfg.Workers, rx)
 	for _, d := range cfg.Devices {
 		p.removes = append(p.removes, d.OnReceiveBatch(p.rxBegin, p.rxEnd))
 	}
 	return p
 }
 
-func (p *Pool) rxBegin() { p.inline.Add(1) }
+func (p *Pool) rxBegin() { p.rxBatches.Add(1) }
 
 // rxEnd runs, on a device's receive goroutine, the CQs fired while its
-// batch was in progress (see PoolConfig.Devices).
+// batch was in progress (see PoolConfig.Devices). The device's run is open
+// around it, so what the handlers post leaves with the batch's answers.
 func (p *Pool) rxEnd() {
-	p.inline.Add(-1)
+	p.rxBatches.Add(-1)
 	if !p.runMu.TryRLock() {
 		return // closing
 	}
@@ -140,24 +107,24 @@ func (p *Pool) rxEnd() {
 	if p.ended {
 		return // a batch that began before Close removed the hooks
 	}
-	if p.legacy != nil {
-		p.legacy.rxEnd()
-		return
-	}
-	beginBatch(p.cfg.Devices)
 	budget := RxBudget
 	for _, rq := range p.vectors {
 		rq.runQueued(&budget)
 	}
 	p.wq.runQueued(&budget)
-	endBatch(p.cfg.Devices)
 }
 
 // Vectors returns the number of completion vectors.
 func (p *Pool) Vectors() int { return p.cfg.Vectors }
 
-// Legacy reports whether the pool runs the legacy design.
-func (p *Pool) Legacy() bool { return p.cfg.Legacy }
+// Reserve is Get(nCQE, -1, PollSoftIRQ): the Allocator's way.
+func (p *Pool) Reserve(nCQE int) (Reservation, error) {
+	l, err := p.Get(nCQE, -1, PollSoftIRQ)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
 
 // Get reserves nCQE entries on a shared CQ of poll context pc on vector
 // vectorHint modulo Vectors (a negative hint picks vectors round-robin) and
@@ -174,9 +141,6 @@ func (p *Pool) Get(nCQE, vectorHint int, pc PollContext) (*Lease, error) {
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, ErrPoolClosed
-	}
-	if p.legacy != nil {
-		return p.legacy.get(p, nCQE)
 	}
 	if vectorHint < 0 {
 		p.lastVec = (p.lastVec + 1) % p.cfg.Vectors
@@ -222,14 +186,10 @@ func (p *Pool) Put(l *Lease) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l.leg != nil {
-		p.legacy.put(l)
-		return
-	}
 	l.m.used -= l.n
 }
 
-// CQs returns the pooled CQs (nil in legacy mode).
+// CQs returns the pooled CQs.
 func (p *Pool) CQs() []*Managed {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,7 +200,7 @@ func (p *Pool) CQs() []*Managed {
 	return out
 }
 
-// PoolStats sums the counters of a pool's CQs.
+// PoolStats sums the counters of a pool's (or the legacy design's) CQs.
 type PoolStats struct {
 	CQs         int
 	Wakeups     uint64
@@ -264,9 +224,6 @@ func (s PoolStats) CompsPerWakeup() float64 {
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.legacy != nil {
-		return p.legacy.stats()
-	}
 	var s PoolStats
 	for _, list := range p.cqs {
 		for _, m := range list {
@@ -300,11 +257,7 @@ func (p *Pool) Close() error {
 	}
 	p.runMu.Lock() // wait for receive batches running CQs
 	p.ended = true
-	defer p.runMu.Unlock()
-	if p.legacy != nil {
-		p.legacy.close()
-		return nil
-	}
+	p.runMu.Unlock()
 	for _, v := range p.vectors {
 		v.close()
 	}
@@ -313,7 +266,7 @@ func (p *Pool) Close() error {
 	defer p.mu.Unlock()
 	for _, list := range p.cqs {
 		for _, m := range list {
-			m.cq.Close()
+			m.close()
 		}
 	}
 	return nil

@@ -84,22 +84,22 @@ func TestPoolGetRejects(t *testing.T) {
 // poll context and in legacy mode, with handlers that push more work from
 // inside Done (as a ULP posts from its completion handler).
 func TestEntriesRunExactlyOnce(t *testing.T) {
-	for _, tc := range poolModes {
+	for _, tc := range allocModes {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newTestPool(t, tc.cfg)
+			p := newAlloc(t, tc)
 			const leases, per, chained = 8, 300, 2
 			var total atomic.Int64
 			var wg sync.WaitGroup
 			var entries [][]*onceEntry
 			for i := 0; i < leases; i++ {
-				l, err := p.Get(per*(1+chained), -1, tc.pc)
+				l, err := tc.reserve(p, per*(1+chained))
 				require.NoError(t, err)
 				qpn := uint32(100 + i)
 				l.Bind(qpn)
 				list := make([]*onceEntry, 0, per*(1+chained))
-				push := func(e *onceEntry) {
+				pushE := func(e *onceEntry) {
 					wrid, entry := l.Tag(e)
-					require.NoError(t, l.SendCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: qpn}, false))
+					require.NoError(t, push(l.SendCQ(), &WC{WRID: wrid, Entry: entry, QPNum: qpn}, false))
 				}
 				for j := 0; j < per; j++ {
 					// The first entry of each chain pushes the next ones
@@ -109,12 +109,12 @@ func TestEntriesRunExactlyOnce(t *testing.T) {
 						chain[k] = &onceEntry{total: &total}
 					}
 					list = append(list, chain...)
-					head := &chainEntry{onceEntry: chain[0], next: chain[1:], push: push}
+					head := &chainEntry{onceEntry: chain[0], next: chain[1:], push: pushE}
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
 						wrid, entry := l.Tag(head)
-						if err := l.SendCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: qpn}, false); err != nil {
+						if err := push(l.SendCQ(), &WC{WRID: wrid, Entry: entry, QPNum: qpn}, false); err != nil {
 							t.Error(err)
 						}
 					}()
@@ -158,7 +158,7 @@ func TestOrphans(t *testing.T) {
 	p := newTestPool(t, PoolConfig{Vectors: 1, OnOrphan: func(wc *WC) { orphans.Add(1) }})
 	l, err := p.Get(4, 0, PollSoftIRQ)
 	require.NoError(t, err)
-	require.NoError(t, l.SendCQ().Push(&WC{WRID: 7, Status: WRFlushErr}, false))
+	require.NoError(t, push(l.SendCQ(), &WC{WRID: 7, Status: WRFlushErr}, false))
 	require.NoError(t, l.Drain(guardCtx(t)))
 	assert.Equal(t, int64(1), orphans.Load())
 	assert.Equal(t, uint64(1), p.Stats().Orphans)
@@ -172,28 +172,28 @@ func TestDirectProcessBudget(t *testing.T) {
 	defer m.CQ().Close()
 	e := &countEntry{then: func(*WC) { got.Add(1) }}
 	for i := 0; i < 20; i++ {
-		require.NoError(t, m.CQ().Push(&WC{Entry: e}, false))
+		require.NoError(t, push(m.CQ(), &WC{Entry: e}, false))
 	}
-	for _, tc := range []struct{ budget, want int }{{5, 5}, {BatchDirect + 1, BatchDirect + 1}, {100, 6}, {100, 0}} {
+	for _, tc := range []struct{ budget, want int }{{5, 5}, {PollBatchDirect + 1, PollBatchDirect + 1}, {100, 6}, {100, 0}} {
 		assert.Equal(t, tc.want, m.Process(tc.budget))
 	}
 	assert.Equal(t, int64(20), got.Load())
-	require.NoError(t, m.CQ().Push(&WC{Entry: e}, false))
+	require.NoError(t, push(m.CQ(), &WC{Entry: e}, false))
 	require.NoError(t, m.Drain(guardCtx(t)), "drain processes a direct CQ itself")
 	assert.Equal(t, int64(21), got.Load())
 }
 
 // Close stops every poller goroutine, in every mode, even with work queued.
 func TestCloseStopsPollers(t *testing.T) {
-	for _, cfg := range []PoolConfig{{Vectors: 4, Workers: 3}, {Legacy: true}} {
-		p := NewPool(cfg)
-		for _, pc := range []PollContext{PollSoftIRQ, PollWorkqueue} {
-			l, err := p.Get(16, -1, pc)
+	for _, tc := range allocModes {
+		a := tc.new(nil)
+		for range 3 {
+			l, err := tc.reserve(a, 16)
 			require.NoError(t, err)
-			require.NoError(t, l.SendCQ().Push(&WC{Entry: &countEntry{}}, false))
+			require.NoError(t, push(l.SendCQ(), &WC{Entry: &countEntry{}}, false))
 		}
-		require.NoError(t, p.Close())
-		require.NoError(t, p.Close())
+		require.NoError(t, a.Close(), tc.name)
+		require.NoError(t, a.Close(), tc.name)
 	}
 	noPoolGoroutines(t)
 }

@@ -18,34 +18,39 @@ import (
 // pushes landing on either side of the arm; a stranded completion hangs the
 // round (and fails at the hang guard).
 func TestArmMissedEventStress(t *testing.T) {
+	pool := func(cfg PoolConfig) func([]Device) Allocator {
+		return func(d []Device) Allocator { cfg.Devices = d; return NewPool(cfg) }
+	}
+	legacy := func(d []Device) Allocator { return NewLegacy(LegacyConfig{Devices: d}) }
 	for _, tc := range []struct {
 		name       string
-		cfg        PoolConfig
-		pc         PollContext
+		new        func([]Device) Allocator
+		reserve    func(Allocator, int) (Reservation, error)
 		moderation int  // forced moderation comps (0: as configured)
 		rtc        bool // half the producers push inside receive batches (PoolConfig.Devices)
 	}{
-		{"softirq", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 0, false},
-		{"softirq moderated", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 4, false},
-		{"softirq DIM", PoolConfig{Vectors: 2}, PollSoftIRQ, 0, false},
-		{"workqueue", PoolConfig{Vectors: 2, Workers: 4, NoDIM: true}, PollWorkqueue, 0, false},
-		{"legacy", PoolConfig{Legacy: true}, PollSoftIRQ, 0, false},
-		{"softirq run to completion", PoolConfig{Vectors: 2}, PollSoftIRQ, 0, true},
-		{"softirq run to completion moderated", PoolConfig{Vectors: 2, NoDIM: true}, PollSoftIRQ, 4, true},
-		{"workqueue run to completion", PoolConfig{Vectors: 2, Workers: 2, NoDIM: true}, PollWorkqueue, 0, true},
-		{"legacy run to completion", PoolConfig{Legacy: true}, PollSoftIRQ, 0, true},
+		{"softirq", pool(PoolConfig{Vectors: 2, NoDIM: true}), reserveIn(PollSoftIRQ), 0, false},
+		{"softirq moderated", pool(PoolConfig{Vectors: 2, NoDIM: true}), reserveIn(PollSoftIRQ), 4, false},
+		{"softirq DIM", pool(PoolConfig{Vectors: 2}), reserveIn(PollSoftIRQ), 0, false},
+		{"workqueue", pool(PoolConfig{Vectors: 2, Workers: 4, NoDIM: true}), reserveIn(PollWorkqueue), 0, false},
+		{"legacy", legacy, Allocator.Reserve, 0, false},
+		{"softirq run to completion", pool(PoolConfig{Vectors: 2}), reserveIn(PollSoftIRQ), 0, true},
+		{"softirq run to completion moderated", pool(PoolConfig{Vectors: 2, NoDIM: true}), reserveIn(PollSoftIRQ), 4, true},
+		{"workqueue run to completion", pool(PoolConfig{Vectors: 2, Workers: 2, NoDIM: true}), reserveIn(PollWorkqueue), 0, true},
+		{"legacy run to completion", legacy, Allocator.Reserve, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := newRxDevice()
+			var devs []Device
 			if tc.rtc {
-				tc.cfg.Devices = []Device{dev}
+				devs = []Device{dev}
 			}
-			p := newTestPool(t, tc.cfg)
-			l, err := p.Get(64, 0, tc.pc)
+			a := newAlloc(t, allocMode{tc.name, tc.new, tc.reserve}, devs...)
+			l, err := tc.reserve(a, 64)
 			require.NoError(t, err)
 			l.Bind(1)
 			if tc.moderation > 0 {
-				l.Managed().CQ().SetModeration(tc.moderation, 2*time.Microsecond)
+				l.(*Lease).Managed().SetModeration(tc.moderation, 2*time.Microsecond)
 			}
 			const producers, rounds = 4, 1500
 			var handled atomic.Int64
@@ -61,16 +66,16 @@ func TestArmMissedEventStress(t *testing.T) {
 						if i%2 == 1 {
 							runtime.Gosched() // spread pushes around the arm
 						}
-						push := func() {
+						pushOne := func() {
 							wrid, entry := l.Tag(e)
-							if err := l.SendCQ().Push(&WC{WRID: wrid, Entry: entry, QPNum: 1}, false); err != nil {
+							if err := push(l.SendCQ(), &WC{WRID: wrid, Entry: entry, QPNum: 1}, false); err != nil {
 								t.Error(err)
 							}
 						}
 						if tc.rtc && i < producers/2 {
-							dev.rx(push) // concurrent batches, as from several devices
+							dev.rx(pushOne) // concurrent batches, as from several devices
 						} else {
-							push()
+							pushOne()
 						}
 					}()
 				}
@@ -78,7 +83,7 @@ func TestArmMissedEventStress(t *testing.T) {
 				want += producers
 				waitFor(t, ctx, "a stranded completion", func() bool { return handled.Load() == want })
 			}
-			assert.Equal(t, uint64(want), p.Stats().Completions)
+			assert.Equal(t, uint64(want), a.Stats().Completions)
 		})
 	}
 }
@@ -114,11 +119,11 @@ func TestBudgetFairness(t *testing.T) {
 			repush = &countEntry{then: func(*WC) {
 				flooded.Add(1)
 				if !stop.Load() {
-					_ = flood.SendCQ().Push(&WC{Entry: repush}, false)
+					_ = push(flood.SendCQ(), &WC{Entry: repush}, false)
 				}
 			}}
 			for i := 0; i < 32; i++ {
-				require.NoError(t, flood.SendCQ().Push(&WC{Entry: repush}, false))
+				require.NoError(t, push(flood.SendCQ(), &WC{Entry: repush}, false))
 			}
 			ctx := guardCtx(t)
 			waitFor(t, ctx, "the flood to start", func() bool { return flooded.Load() > 4*BudgetIRQ })
@@ -126,7 +131,7 @@ func TestBudgetFairness(t *testing.T) {
 			for _, victim := range []*Lease{same, other} {
 				got := &countEntry{}
 				for i := 0; i < 50; i++ {
-					require.NoError(t, victim.SendCQ().Push(&WC{Entry: got}, false))
+					require.NoError(t, push(victim.SendCQ(), &WC{Entry: got}, false))
 				}
 				waitFor(t, ctx, "a starved CQ", func() bool { return got.n.Load() == 50 })
 			}

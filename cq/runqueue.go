@@ -10,20 +10,20 @@ import (
 // bounded pool for PollWorkqueue. A CQ whose run used its whole budget goes
 // back to the tail, so a flooded CQ cannot starve the others.
 type runQueue struct {
-	// inline, if set, counts the receive batches in progress on the
+	// rxBatches, if set, counts the receive batches in progress on the
 	// pool's devices: while one is, a fired CQ waits for the batch's end
 	// to run it (runQueued) instead of waking the goroutine.
-	inline *atomic.Int32
-	mu     sync.Mutex
-	cond   *sync.Cond
-	q      []*Managed
-	head   int
-	closed bool
-	wg     sync.WaitGroup
+	rxBatches *atomic.Int32
+	mu        sync.Mutex
+	cond      *sync.Cond
+	q         []*Managed
+	head      int
+	closed    bool
+	wg        sync.WaitGroup
 }
 
-func newRunQueue(workers int, inline *atomic.Int32) *runQueue {
-	r := &runQueue{inline: inline}
+func newRunQueue(workers int, rxBatches *atomic.Int32) *runQueue {
+	r := &runQueue{rxBatches: rxBatches}
 	r.cond = sync.NewCond(&r.mu)
 	r.wg.Add(workers)
 	for i := 0; i < workers; i++ {
@@ -36,7 +36,7 @@ func newRunQueue(workers int, inline *atomic.Int32) *runQueue {
 // receive batch is in progress, whose end will run it. The caller has set
 // m.queued.
 //
-// The inline count is read under mu, and runQueued takes mu after its batch
+// The batch count is read under mu, and runQueued takes mu after its batch
 // decremented the count: so if the read saw a batch in progress, the end of
 // that batch (or of a later one) finds m queued.
 func (r *runQueue) enqueue(m *Managed, mayWait bool) {
@@ -49,12 +49,16 @@ func (r *runQueue) enqueue(m *Managed, mayWait bool) {
 		r.q, r.head = r.q[:0], 0 // reuse the backing array once drained
 	}
 	r.q = append(r.q, m)
-	wait := mayWait && r.inline != nil && r.inline.Load() > 0
+	wait := mayWait && r.inBatch()
 	r.mu.Unlock()
 	if !wait {
 		r.cond.Signal()
 	}
 }
+
+// inBatch reports whether a receive batch is in progress on one of the
+// pool's devices.
+func (r *runQueue) inBatch() bool { return r.rxBatches != nil && r.rxBatches.Load() > 0 }
 
 // runQueued runs, on the calling goroutine, the queued CQs until the
 // queue is empty or *budget completions were handled (net_rx_action's

@@ -42,9 +42,8 @@ var _ rocev2.Backend = (*Tap)(nil)
 
 // Comments recorded with packets the device will not accept as they are.
 const (
-	commentSendError    = "send error: the backend reported an error for this batch; the packet may not have left"
-	commentICRCBad      = "ICRC bad: the device drops this packet"
-	commentUnverifiable = "ICRC unverifiable: the IPv4 ID it was sealed for is unknown"
+	commentSendError = "send error: the backend reported an error for this batch; the packet may not have left"
+	commentICRCBad   = "ICRC bad: the device drops this packet"
 )
 
 // NewTap returns a backend that moves packets through inner and records
@@ -89,7 +88,7 @@ func (t *Tap) Receive(pkts []rocev2.Datagram) (int, error) {
 // Backend returns the Tap as a device should be given it. When the inner
 // backend can receive without blocking (rocev2.Poller), the returned
 // backend can too, so that a tapped device keeps its busy-polling path
-// (Device.Progress); otherwise it is the Tap itself.
+// (device.Poller); otherwise it is the Tap itself.
 func (t *Tap) Backend() rocev2.Backend {
 	return rocev2.KeepPolling(t, t.inner, t.recordReceived)
 }
@@ -108,8 +107,6 @@ func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
 		switch d.ICRC {
 		case rocev2.ICRCBad:
 			comment = commentICRCBad
-		case rocev2.ICRCUnverifiable:
-			comment = commentUnverifiable
 		case rocev2.ICRCUnchecked:
 			// The device will check (and infer the ID) itself; the
 			// capture needs the ID now to frame the packet right.

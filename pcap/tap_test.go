@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/race"
+
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/backendtest"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
@@ -223,7 +226,7 @@ func (s *sealer) Close() error              { return nil }
 // Recording a sent and a received batch does not allocate, and sealed IDs
 // other than 0 frame correctly.
 func TestTapDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	local, peer := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
@@ -344,4 +347,16 @@ func TestTapMarksReceiveVerdicts(t *testing.T) {
 			assert.Contains(t, rec.Comment, "ICRC bad")
 		}
 	}
+}
+
+func TestTapSharedBackendChecks(t *testing.T) {
+	n := memlink.NewNetwork()
+	be, err := n.Attach(netip.MustParseAddrPort("198.18.0.2:4791"))
+	require.NoError(t, err)
+	w, err := pcap.NewWriter(io.Discard, pcap.WriterOptions{})
+	require.NoError(t, err)
+	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
+	pkt, err := f.Append(nil, []byte("x"))
+	require.NoError(t, err)
+	backendtest.Run(t, pcap.NewTap(be, w), []rocev2.Datagram{{Buf: pkt, Addr: netip.MustParseAddrPort("198.18.0.1:4791")}})
 }

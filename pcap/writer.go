@@ -61,10 +61,10 @@ type Writer struct {
 	classic *pcapgo.Writer
 	closed  bool
 
-	hdr   [rocev2.Headroom]byte // Ethernet/IP/UDP headers WriteRoCE synthesises
-	crc   [rocev2.ICRCLen]byte  // a resealed ICRC
-	frame []byte                // classic pcap needs each frame contiguous
-	scr   [32]byte              // block header and option scratch
+	hdr   [rocev2.MaxEncapLen]byte // Ethernet/IP/UDP headers WriteRoCE synthesises
+	crc   [rocev2.ICRCLen]byte     // a resealed ICRC
+	frame []byte                   // classic pcap needs each frame contiguous
+	scr   [32]byte                 // block header and option scratch
 }
 
 // NewWriter writes the file header (pcapng section and interface blocks, or

@@ -170,7 +170,7 @@ type transition struct{ from, to State }
 type maskRule struct{ required, optional AttrMask }
 
 // rcTransitions lists the RC attribute rules of every legal transition
-// (IBTA table 93 as Linux's qp_state_table has it; protocol-notes §4.8).
+// (IBTA table 93, as Linux's qp_state_table has it).
 var rcTransitions = map[transition]maskRule{
 	{Reset, Init}: {required: MaskPKeyIndex | MaskPort | MaskAccessFlags},
 	{Init, Init}:  {optional: MaskPKeyIndex | MaskPort | MaskAccessFlags},

@@ -21,7 +21,6 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/device"
 )
 
 // completer is the send side's acknowledgement state.
@@ -46,7 +45,7 @@ func (c *completer) start(q *QP) {
 
 // complete handles one response packet. It reports whether the send side
 // made progress (so the requester may send more).
-func (q *QP) complete(pkt *rocev2.Packet, tx *device.TxBatch) bool {
+func (q *QP) complete(pkt *rocev2.Packet) bool {
 	if q.sq.head == q.sq.req && (q.sq.head == q.sq.tail || q.sq.at(q.sq.head).nextPkt == 0) {
 		return false // nothing in flight: a stale or ghost response
 	}
@@ -283,14 +282,12 @@ func (q *QP) onRNR(psn rocev2.PSN, timer uint8) {
 
 func (q *QP) onRNRTimer() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if !q.req.rnrWait || (q.state != RTS && q.state != SQD) {
 		return
 	}
 	q.req.rnrWait = false
-	tx := q.dev.GetTx()
-	q.runRequester(tx)
-	q.dev.PutTx(tx)
+	q.runRequester()
 }
 
 // retryCause says what asks for a retry.
@@ -373,7 +370,7 @@ func (q *QP) rewind() {
 // onRetryTimer fires when nothing was acknowledged for the local ACK timeout.
 func (q *QP) onRetryTimer() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.state != RTS && q.state != SQD {
 		return
 	}
@@ -384,9 +381,7 @@ func (q *QP) onRetryTimer() {
 	if q.state == Err {
 		return
 	}
-	tx := q.dev.GetTx()
-	q.runRequester(tx)
-	q.dev.PutTx(tx)
+	q.runRequester()
 }
 
 // rearmRetryTimer keeps the retransmit timer running while PSNs are out.

@@ -5,7 +5,7 @@ import "fmt"
 // String describes the QP's transport state for diagnostics.
 func (q *QP) String() string {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	s := fmt.Sprintf("qp %#x %v: sq head %d req %d tail %d; psn %#x maxSent %#x comp %#x ord %d rnrWait %v retry(active %v psn %#x end %#x left %d); resp epsn %#x msn %d nak %v",
 		q.qpn, q.state, q.sq.head, q.sq.req, q.sq.tail, q.req.psn, q.req.maxSent, q.comp.psn, q.req.ordInUse,
 		q.req.rnrWait, q.comp.retryActive, q.comp.retryPSN, q.comp.retryEnd, q.comp.retryLeft, q.resp.epsn, q.resp.msn, q.resp.nakSent)

@@ -162,9 +162,9 @@ func runMixedWorkload(t *testing.T, a, b *node, ops int, seed uint64) {
 	// READ destinations checked before their slot can be reused.
 	drain := func() {
 		for {
-			n := a.cq.Poll(wcbuf)
+			n := a.poll.Poll(wcbuf)
 			sendGot = append(sendGot, wcbuf[:n]...)
-			m := b.cq.Poll(wcbuf)
+			m := b.poll.Poll(wcbuf)
 			for _, wc := range wcbuf[:m] {
 				k := len(recvGot)
 				recvGot = append(recvGot, wc)

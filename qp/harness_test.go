@@ -22,11 +22,14 @@ type node struct {
 	dev *device.Device
 	pd  *device.PD
 	cq  *cq.CQ
-	qp  *QP
-	buf []byte
-	mr  *device.MR
-	psn rocev2.PSN
-	net *memlink.Network // nil over UDP
+	// poll busy-polls cq, receiving on the caller's goroutine (as a
+	// perftest-style application does) where a test spins.
+	poll *device.Poller
+	qp   *QP
+	buf  []byte
+	mr   *device.MR
+	psn  rocev2.PSN
+	net  *memlink.Network // nil over UDP
 }
 
 type pairConfig struct {
@@ -98,6 +101,7 @@ func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 		}
 		n.cq, err = cq.New(4*cfg.depth+16, cq.Config{})
 		require.NoError(t, err)
+		n.poll = dev.NewPoller(n.cq)
 		n.mr, err = n.pd.RegisterMR(n.buf, cfg.access)
 		require.NoError(t, err)
 		n.qp, err = Create(n.pd, InitAttr{

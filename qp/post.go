@@ -13,7 +13,7 @@ import (
 // ERR the requests complete at once with WR_FLUSH_ERR.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	switch q.state {
 	case RTS, SQD, SQE, Err:
 	case stateDestroyed:
@@ -37,9 +37,8 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		return n, err
 	}
 	if n > 0 {
-		tx := q.dev.GetPostTx()
-		q.runRequester(tx)
-		q.dev.PutPostTx(tx) // sends under the lock (this QP's packets leave in PSN order), or leaves them to the poller run that is open
+		q.posted = true // unlock sends, ending a poller's hold (Outbox.DonePost)
+		q.runRequester()
 	}
 	return n, err
 }
@@ -99,7 +98,7 @@ func (q *QP) queueSend(wr *SendWR) error {
 // complete at once with WR_FLUSH_ERR.
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	switch q.state {
 	case stateDestroyed:
 		return 0, fmt.Errorf("qp %#x: post recv: %w", q.qpn, ErrDestroyed)

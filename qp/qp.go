@@ -6,10 +6,12 @@
 // (responder.go) executes inbound requests and answers them.
 //
 // Concurrency: all of a QP's state is guarded by its mutex. Packets arrive
-// on the device's receive loop, which calls HandlePacket inline; posts run
+// on the device's receive path, which calls HandlePacket inline; posts run
 // the requester inline on the poster's goroutine; timers run on the device's
-// timer goroutine. Whoever makes the requester produce packets flushes them
-// before releasing the lock, so a QP's packets leave in PSN order.
+// timer goroutine. Every packet is built into the device's outbox, which
+// sends in build order, so a QP's packets leave in PSN order. Every locked
+// section ends in unlock (unlock.go), which delivers CQ and async events
+// only after the lock is released.
 package qp
 
 import (
@@ -98,6 +100,11 @@ type QP struct {
 	rnrTm   device.Timer
 	sqdSent bool
 
+	// What the current locked section built and raised (unlock.go).
+	out    *device.Outbox // the device's outbox, if taken (q.tx)
+	posted bool           // the section is a post: it ends a poller's hold
+	nt     notices
+
 	// trace, when set by a test, records transport events.
 	trace func(format string, args ...any)
 }
@@ -154,8 +161,6 @@ func Create(pd *device.PD, ia InitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	ia.SendCQ.AttachProgress(dev)
-	ia.RecvCQ.AttachProgress(dev)
 	q.qpn = qpn
 	return q, nil
 }
@@ -169,14 +174,14 @@ func (q *QP) Type() Type { return q.typ }
 // State returns the current state.
 func (q *QP) State() State {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.state
 }
 
 // Query returns the QP's attributes, with State and CurState current.
 func (q *QP) Query() Attr {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	a := q.attr
 	a.State, a.CurState = q.state, q.state
 	a.SQPSN = q.req.psn
@@ -189,7 +194,7 @@ func (q *QP) Query() Attr {
 // which fields of attr apply, and must satisfy the rules of the transition.
 func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.state == stateDestroyed {
 		return fmt.Errorf("qp %#x: modify: %w", q.qpn, ErrDestroyed)
 	}
@@ -215,9 +220,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 		q.comp.start(q)
 	}
 	if to == RTS && (from == SQD || from == SQE) {
-		tx := q.dev.GetTx()
-		q.runRequester(tx)
-		q.dev.PutTx(tx)
+		q.runRequester()
 	}
 	if to == SQD {
 		q.sqdSent = false
@@ -346,8 +349,8 @@ const stateDestroyed State = 0xFF
 // Destroy returns.
 func (q *QP) Destroy() error {
 	q.mu.Lock()
+	defer q.unlock()
 	if q.state == stateDestroyed {
-		q.mu.Unlock()
 		return fmt.Errorf("qp %#x: destroy: %w", q.qpn, ErrDestroyed)
 	}
 	q.dev.RemoveQP(q.qpn)
@@ -355,7 +358,6 @@ func (q *QP) Destroy() error {
 	q.sq.clear()
 	q.rq.clear()
 	q.state = stateDestroyed
-	q.mu.Unlock()
 	return nil
 }
 
@@ -388,9 +390,7 @@ func (q *QP) enterError() {
 	q.stopTimers()
 	q.flushSQ()
 	q.flushRQ()
-	if q.onEvt != nil {
-		q.onEvt(Event{Type: EventQPFatal, QPN: q.qpn})
-	}
+	q.event(Event{Type: EventQPFatal, QPN: q.qpn})
 }
 
 func (q *QP) flushSQ() {
@@ -425,27 +425,29 @@ func (q *QP) fatal(w *sendWQE, st cq.Status) {
 }
 
 func (q *QP) pushSend(wc *cq.WC) {
-	if err := q.sendCQ.Push(wc, false); err != nil {
+	fired, err := q.sendCQ.Push(wc, false)
+	q.nt.sendFired = q.nt.sendFired || fired
+	if err != nil {
+		q.nt.sendErr = err
 		q.cqError(err)
 	}
 }
 
 func (q *QP) pushRecv(wc *cq.WC, solicited bool) {
-	if err := q.recvCQ.Push(wc, solicited); err != nil {
+	fired, err := q.recvCQ.Push(wc, solicited)
+	q.nt.recvFired = q.nt.recvFired || fired
+	if err != nil {
+		q.nt.recvErr = err
 		q.cqError(err)
 	}
 }
 
 func (q *QP) cqError(err error) {
-	if q.onEvt != nil {
-		q.onEvt(Event{Type: EventCQError, QPN: q.qpn, Err: err})
-	}
+	q.event(Event{Type: EventCQError, QPN: q.qpn, Err: err})
 	if q.state != Err {
 		q.state = Err // the completions that follow would be lost: stop here
 		q.stopTimers()
-		if q.onEvt != nil {
-			q.onEvt(Event{Type: EventQPFatal, QPN: q.qpn, Err: err})
-		}
+		q.event(Event{Type: EventQPFatal, QPN: q.qpn, Err: err})
 	}
 }
 
@@ -459,14 +461,14 @@ func (q *QP) ackTimeout() time.Duration {
 
 // HandlePacket is called by the device's receive loop for each packet
 // addressed to this QP.
-func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *device.TxBatch) {
+func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
 	op := pkt.Opcode()
 	if op.Transport() != rocev2.TransportRC {
 		q.dev.Counters.RcvdWrongQPType.Add(1)
 		return
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if src.Addr().Unmap().WithZone("") != q.raddr.Addr() {
 		// A connected QP takes packets only from its peer's address, as
 		// rxe's check_addr does: otherwise anyone who guesses a QP number
@@ -481,21 +483,17 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort, tx *device.TxB
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
 			return
 		}
-		q.respond(pkt, tx)
+		q.respond(pkt)
 	case op.Is(rocev2.OpResponse):
 		if q.state != RTS && q.state != SQD {
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
 			return
 		}
-		// The window may have moved, a gate opened or a retry begun:
-		// send what can go now, and send it before anything else can, to
-		// keep this QP's packets in PSN order.
-		q.complete(pkt, tx)
-		sent := q.req.sent
-		q.runRequester(tx)
-		if q.req.sent != sent {
-			tx.Flush()
-		}
+		// The window may have moved, a gate opened or a retry begun: send
+		// what can go now (into the outbox, after everything this QP built
+		// before, so in PSN order).
+		q.complete(pkt)
+		q.runRequester()
 	}
 }
 

@@ -9,7 +9,7 @@ package qp
 //  3. On its first packet the WQE gets its PSN span: one PSN per packet for
 //     SEND/WRITE (payload cut at the path MTU), one per expected response
 //     packet for READ, one for an atomic.
-//  4. Build each packet straight into the TxBatch; AckReq goes on the last
+//  4. Build each packet straight into the device's outbox; AckReq goes on the last
 //     packet of a message and at least every maxPktsPerAck packets.
 //  5. Arm the retransmit timer. The completer rewinds nextPkt and sq.req for
 //     go-back-N; packets are then rebuilt from the WQE, not kept.
@@ -17,7 +17,6 @@ package qp
 import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/device"
 )
 
 // requester is the send side's PSN state.
@@ -35,9 +34,9 @@ func (r *requester) start(psn rocev2.PSN) { r.psn, r.maxSent = psn, psn }
 
 // runRequester sends what the send queue, the window and the gates allow,
 // and (re)arms the retransmit timer once for whatever it sent.
-func (q *QP) runRequester(tx *device.TxBatch) {
+func (q *QP) runRequester() {
 	sent := q.req.sent
-	q.sendWhatCan(tx)
+	q.sendWhatCan()
 	if q.req.sent != sent {
 		if d := q.ackTimeout(); d > 0 {
 			q.dev.Timers().Reset(&q.retryTm, d)
@@ -45,7 +44,7 @@ func (q *QP) runRequester(tx *device.TxBatch) {
 	}
 }
 
-func (q *QP) sendWhatCan(tx *device.TxBatch) {
+func (q *QP) sendWhatCan() {
 	for q.sq.req != q.sq.tail {
 		if q.state != RTS && q.state != SQD {
 			return
@@ -74,7 +73,7 @@ func (q *QP) sendWhatCan(tx *device.TxBatch) {
 		if q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
 			return // window full: the next ACK calls us again
 		}
-		if !q.sendPacket(w, tx) {
+		if !q.sendPacket(w) {
 			return
 		}
 		if w.nextPkt == w.npkts {
@@ -157,7 +156,7 @@ func (q *QP) localInvalidate(key uint32) cq.Status {
 
 // sendPacket builds and queues the WQE's next packet. It returns false when
 // it cannot: a local error (the QP is then in ERR) or no ORD credit.
-func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
+func (q *QP) sendPacket(w *sendWQE) bool {
 	k := w.nextPkt
 	psn := w.firstPSN.Add(k)
 	f := &q.req.fields
@@ -216,7 +215,7 @@ func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 		w.nextPkt++
 	}
 
-	buf, err := f.AppendHeaders(tx.Buffer(), int(payload))
+	buf, err := f.AppendHeaders(q.tx().Buffer(), int(payload))
 	if err != nil {
 		q.fatal(w, cq.LocQPOpErr)
 		return false
@@ -236,7 +235,7 @@ func (q *QP) sendPacket(w *sendWQE, tx *device.TxBatch) bool {
 		}
 	}
 	buf = rocev2.AppendTrailer(buf, int(payload))
-	tx.Commit(buf, q.raddr)
+	q.out.Commit(buf, q.raddr)
 	q.req.sent++
 	if q.trace != nil {
 		q.trace("tx %v psn %#x", f.Opcode, psn)
@@ -300,7 +299,5 @@ func (q *QP) checkDrained() {
 		return
 	}
 	q.sqdSent = true
-	if q.onEvt != nil {
-		q.onEvt(Event{Type: EventSQDrained, QPN: q.qpn})
-	}
+	q.event(Event{Type: EventSQDrained, QPN: q.qpn})
 }

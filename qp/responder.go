@@ -71,7 +71,7 @@ func (r *responder) reset() {
 	*r = responder{}
 }
 
-func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) respond(pkt *rocev2.Packet) {
 	r := &q.resp
 	psn := pkt.BTH().PSN()
 	op := pkt.Opcode()
@@ -85,12 +85,12 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 			q.dev.Counters.OutOfSeqRequest.Add(1)
 			if !r.nakSent {
 				r.nakSent = true
-				q.sendAck(tx, rocev2.SyndromeNAKPSNSeq, r.epsn)
+				q.sendAck(rocev2.SyndromeNAKPSNSeq, r.epsn)
 			}
 			return
 		}
 		q.dev.Counters.DuplicateRequest.Add(1)
-		q.duplicate(pkt, psn, tx)
+		q.duplicate(pkt, psn)
 		return
 	}
 	r.nakSent = false
@@ -99,17 +99,17 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 	switch {
 	case r.inSend:
 		if !op.Is(rocev2.OpSend) || op.Is(rocev2.OpFirst) {
-			q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+			q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 			return
 		}
 	case r.inWrite:
 		if !op.Is(rocev2.OpWrite) || op.Is(rocev2.OpFirst) {
-			q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+			q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 			return
 		}
 	default:
 		if !op.Is(rocev2.OpFirst) {
-			q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+			q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 			return
 		}
 	}
@@ -121,19 +121,19 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 		op.Is(rocev2.OpWrite) && acc&device.AccessRemoteWrite == 0,
 		op.Is(rocev2.OpAtomic) && acc&device.AccessRemoteAtomic == 0,
 		op.Is(rocev2.OpFlush), op.Is(rocev2.OpAtomicWrite): // not implemented: invalid
-		q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+		q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 		return
 	}
 
 	// CHK_RESOURCE
 	if (op.Is(rocev2.OpRead) || op.Is(rocev2.OpAtomic)) && len(r.res) == 0 {
-		q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+		q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 		return
 	}
 	if op.ConsumesRecvWQE() {
 		if q.rq.empty() {
 			q.dev.Counters.SendRNRErr.Add(1)
-			q.sendAck(tx, rocev2.RNRSyndrome(q.attr.MinRNRTimer), psn)
+			q.sendAck(rocev2.RNRSyndrome(q.attr.MinRNRTimer), psn)
 			// The rest of this message is out of sequence until the
 			// requester resends from psn: drop it silently.
 			r.nakSent = true
@@ -143,7 +143,7 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 		r.recvOff = 0
 		r.recvCur = sglCursor{sgl: r.rwqe.sgl, mrs: r.rwqe.mrs}
 		if r.rwqe.localErr != cq.Success {
-			q.respError(tx, rocev2.SyndromeNAKOperation, r.rwqe.localErr)
+			q.respError(rocev2.SyndromeNAKOperation, r.rwqe.localErr)
 			return
 		}
 	}
@@ -154,27 +154,27 @@ func (q *QP) respond(pkt *rocev2.Packet, tx *device.TxBatch) {
 	case op.Is(rocev2.OpFirst) && !op.Is(rocev2.OpLast) && n != q.mtu,
 		!op.Is(rocev2.OpFirst) && !op.Is(rocev2.OpLast) && n != q.mtu,
 		op.Is(rocev2.OpLast) && n > q.mtu:
-		q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+		q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 		return
 	}
 
 	switch {
 	case op.Is(rocev2.OpSend):
-		q.execSend(pkt, tx)
+		q.execSend(pkt)
 	case op.Is(rocev2.OpWrite):
-		q.execWrite(pkt, tx)
+		q.execWrite(pkt)
 	case op.Is(rocev2.OpRead):
-		q.execRead(pkt, tx)
+		q.execRead(pkt)
 	case op.Is(rocev2.OpAtomic):
-		q.execAtomic(pkt, tx)
+		q.execAtomic(pkt)
 	}
 }
 
 // respError NAKs the current packet with syn, fails the receive WQE in
 // progress with st and moves the QP to ERR.
-func (q *QP) respError(tx *device.TxBatch, syn rocev2.Syndrome, st cq.Status) {
+func (q *QP) respError(syn rocev2.Syndrome, st cq.Status) {
 	r := &q.resp
-	q.sendAck(tx, syn, r.epsn)
+	q.sendAck(syn, r.epsn)
 	if r.rwqe != nil {
 		w := r.rwqe
 		wc := cq.WC{WRID: w.wrid, Entry: w.entry, Status: st, Opcode: cq.OpRecv, QPNum: q.qpn}
@@ -186,16 +186,16 @@ func (q *QP) respError(tx *device.TxBatch, syn rocev2.Syndrome, st cq.Status) {
 	q.enterError()
 }
 
-func (q *QP) execSend(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) execSend(pkt *rocev2.Packet) {
 	r := &q.resp
 	op := pkt.Opcode()
 	data := pkt.Payload()
 	if r.recvOff+uint64(len(data)) > r.rwqe.capacity {
-		q.respError(tx, rocev2.SyndromeNAKInvalid, cq.LocLenErr)
+		q.respError(rocev2.SyndromeNAKInvalid, cq.LocLenErr)
 		return
 	}
 	if err := r.recvCur.scatter(q.pd, data); err != nil {
-		q.respError(tx, rocev2.SyndromeNAKOperation, cq.LocProtErr)
+		q.respError(rocev2.SyndromeNAKOperation, cq.LocProtErr)
 		return
 	}
 	r.recvOff += uint64(len(data))
@@ -207,7 +207,7 @@ func (q *QP) execSend(pkt *rocev2.Packet, tx *device.TxBatch) {
 		}
 		if ieth := pkt.IETH(); ieth != nil {
 			if st := q.remoteInvalidate(ieth.RKey()); st != cq.Success {
-				q.respError(tx, rocev2.SyndromeNAKOperation, st)
+				q.respError(rocev2.SyndromeNAKOperation, st)
 				return
 			}
 			wc.Imm, wc.Flags = ieth.RKey(), cq.WithInv
@@ -215,7 +215,7 @@ func (q *QP) execSend(pkt *rocev2.Packet, tx *device.TxBatch) {
 		q.finishRecv(&wc, pkt.BTH().SE())
 		r.msn = (r.msn + 1) & 0xFFFFFF
 	}
-	q.advance(pkt, tx)
+	q.advance(pkt)
 }
 
 // remoteInvalidate runs the invalidation of SEND_WITH_INV.
@@ -238,7 +238,7 @@ func (q *QP) finishRecv(wc *cq.WC, solicited bool) {
 	q.pushRecv(wc, solicited)
 }
 
-func (q *QP) execWrite(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) execWrite(pkt *rocev2.Packet) {
 	r := &q.resp
 	op := pkt.Opcode()
 	data := pkt.Payload()
@@ -248,19 +248,19 @@ func (q *QP) execWrite(pkt *rocev2.Packet, tx *device.TxBatch) {
 		if reth.Len() > 0 {
 			mr, st := q.checkRKey(reth.RKey(), reth.VA(), reth.Len(), device.AccessRemoteWrite)
 			if st != 0 {
-				q.respError(tx, st, cq.RemAccessErr)
+				q.respError(st, cq.RemAccessErr)
 				return
 			}
 			r.wmr = mr
 		}
 	}
 	if uint32(len(data)) > r.wresid || (op.Is(rocev2.OpLast) && uint32(len(data)) != r.wresid) {
-		q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr) // payload does not add up to the RETH length
+		q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr) // payload does not add up to the RETH length
 		return
 	}
 	if len(data) > 0 {
 		if err := r.wmr.CopyTo(q.pd, r.wva, data, device.AccessRemoteWrite); err != nil {
-			q.respError(tx, rocev2.SyndromeNAKAccess, cq.RemAccessErr)
+			q.respError(rocev2.SyndromeNAKAccess, cq.RemAccessErr)
 			return
 		}
 	}
@@ -274,15 +274,15 @@ func (q *QP) execWrite(pkt *rocev2.Packet, tx *device.TxBatch) {
 		}
 		r.msn = (r.msn + 1) & 0xFFFFFF
 	}
-	q.advance(pkt, tx)
+	q.advance(pkt)
 }
 
 // advance moves past an executed SEND/WRITE packet and ACKs it if asked.
-func (q *QP) advance(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) advance(pkt *rocev2.Packet) {
 	psn := pkt.BTH().PSN()
 	q.resp.epsn = psn.Add(1)
 	if pkt.BTH().AckReq() {
-		q.sendAck(tx, rocev2.SyndromeACKUnlimited, psn)
+		q.sendAck(rocev2.SyndromeACKUnlimited, psn)
 	} else {
 		q.dev.Counters.AckDeferred.Add(1)
 	}
@@ -308,7 +308,7 @@ func (q *QP) nextResource() *resource {
 	return res
 }
 
-func (q *QP) execRead(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) execRead(pkt *rocev2.Packet) {
 	r := &q.resp
 	reth := pkt.RETH()
 	psn := pkt.BTH().PSN()
@@ -316,7 +316,7 @@ func (q *QP) execRead(pkt *rocev2.Packet, tx *device.TxBatch) {
 	if reth.Len() > 0 {
 		var st rocev2.Syndrome
 		if mr, st = q.checkRKey(reth.RKey(), reth.VA(), reth.Len(), device.AccessRemoteRead); st != 0 {
-			q.respError(tx, st, cq.RemAccessErr)
+			q.respError(st, cq.RemAccessErr)
 			return
 		}
 	}
@@ -332,12 +332,12 @@ func (q *QP) execRead(pkt *rocev2.Packet, tx *device.TxBatch) {
 		va: reth.VA(), rkey: reth.RKey(), length: reth.Len(), mr: mr, msn: r.msn,
 	}
 	r.epsn = res.lastPSN.Add(1)
-	q.sendReadResponses(res, psn, reth.VA(), reth.Len(), tx)
+	q.sendReadResponses(res, psn, reth.VA(), reth.Len())
 }
 
 // sendReadResponses sends the responses of res from PSN psn on, for the
 // length bytes at va.
-func (q *QP) sendReadResponses(res *resource, psn rocev2.PSN, va uint64, length uint32, tx *device.TxBatch) {
+func (q *QP) sendReadResponses(res *resource, psn rocev2.PSN, va uint64, length uint32) {
 	mtu := uint32(q.mtu)
 	f := &q.resp.fields
 	for off := uint32(0); ; {
@@ -355,17 +355,17 @@ func (q *QP) sendReadResponses(res *resource, psn rocev2.PSN, va uint64, length 
 		default:
 			f.Opcode = rocev2.RCReadResponseMiddle
 		}
-		buf, _ := f.AppendHeaders(tx.Buffer(), int(n))
+		buf, _ := f.AppendHeaders(q.tx().Buffer(), int(n))
 		if n > 0 {
 			start := len(buf)
 			buf = buf[:start+int(n)]
 			if res.mr.CopyFrom(q.pd, va+uint64(off), buf[start:], device.AccessRemoteRead) != nil {
 				// Deregistered or invalidated since: answer with a NAK.
-				q.sendAck(tx, rocev2.SyndromeNAKAccess, psn)
+				q.sendAck(rocev2.SyndromeNAKAccess, psn)
 				return
 			}
 		}
-		tx.Commit(rocev2.AppendTrailer(buf, int(n)), q.raddr)
+		q.out.Commit(rocev2.AppendTrailer(buf, int(n)), q.raddr)
 		off += n
 		if last || off >= length {
 			return
@@ -374,13 +374,13 @@ func (q *QP) sendReadResponses(res *resource, psn rocev2.PSN, va uint64, length 
 	}
 }
 
-func (q *QP) execAtomic(pkt *rocev2.Packet, tx *device.TxBatch) {
+func (q *QP) execAtomic(pkt *rocev2.Packet) {
 	r := &q.resp
 	a := pkt.AtomicETH()
 	psn := pkt.BTH().PSN()
 	mr, st := q.checkRKey(a.RKey(), a.VA(), 8, device.AccessRemoteAtomic)
 	if st != 0 {
-		q.respError(tx, st, cq.RemAccessErr)
+		q.respError(st, cq.RemAccessErr)
 		return
 	}
 	swapAdd, cmp := a.SwapAdd(), a.Compare()
@@ -396,9 +396,9 @@ func (q *QP) execAtomic(pkt *rocev2.Packet, tx *device.TxBatch) {
 	})
 	if err != nil {
 		if errors.Is(err, device.ErrMisalign) {
-			q.respError(tx, rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
+			q.respError(rocev2.SyndromeNAKInvalid, cq.RemInvReqErr)
 		} else {
-			q.respError(tx, rocev2.SyndromeNAKAccess, cq.RemAccessErr)
+			q.respError(rocev2.SyndromeNAKAccess, cq.RemAccessErr)
 		}
 		return
 	}
@@ -407,21 +407,21 @@ func (q *QP) execAtomic(pkt *rocev2.Packet, tx *device.TxBatch) {
 	res := q.nextResource()
 	*res = resource{used: true, atomic: true, firstPSN: psn, lastPSN: psn, va: a.VA(), rkey: a.RKey(), orig: orig, msn: r.msn}
 	r.epsn = psn.Add(1)
-	q.sendAtomicAck(res, tx)
+	q.sendAtomicAck(res)
 }
 
-func (q *QP) sendAtomicAck(res *resource, tx *device.TxBatch) {
+func (q *QP) sendAtomicAck(res *resource) {
 	f := &q.resp.fields
 	*f = rocev2.Fields{
 		Opcode: rocev2.RCAtomicAcknowledge, PKey: 0xffff, DestQP: q.attr.DestQPN, PSN: res.firstPSN,
 		Syndrome: rocev2.SyndromeACKUnlimited, MSN: res.msn, Orig: res.orig,
 	}
-	buf, _ := f.Append(tx.Buffer(), nil)
-	tx.Commit(buf, q.raddr)
+	buf, _ := f.Append(q.tx().Buffer(), nil)
+	q.out.Commit(buf, q.raddr)
 }
 
 // duplicate answers a request whose PSN is behind the expected one.
-func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
+func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN) {
 	op := pkt.Opcode()
 	switch {
 	case op.Is(rocev2.OpRead):
@@ -443,7 +443,7 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 			if res.mr != nil && !res.mr.Valid() {
 				return
 			}
-			q.sendReadResponses(res, psn, reth.VA(), reth.Len(), tx)
+			q.sendReadResponses(res, psn, reth.VA(), reth.Len())
 			return
 		}
 		if q.trace != nil {
@@ -453,7 +453,7 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 		for i := range q.resp.res {
 			res := &q.resp.res[i]
 			if res.used && res.atomic && res.firstPSN == psn {
-				q.sendAtomicAck(res, tx)
+				q.sendAtomicAck(res)
 				return
 			}
 		}
@@ -465,13 +465,13 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN, tx *device.TxBatch) {
 		// where the requester asked for an ACK (every duplicate packet
 		// answered would multiply stale ACKs on a go-back-N retry).
 		if pkt.BTH().AckReq() {
-			q.sendAck(tx, rocev2.SyndromeACKUnlimited, q.resp.epsn.Add(^uint32(0)))
+			q.sendAck(rocev2.SyndromeACKUnlimited, q.resp.epsn.Add(^uint32(0)))
 		}
 	}
 }
 
 // sendAck queues an ACK or NAK (AETH syndrome syn) for psn.
-func (q *QP) sendAck(tx *device.TxBatch, syn rocev2.Syndrome, psn rocev2.PSN) {
+func (q *QP) sendAck(syn rocev2.Syndrome, psn rocev2.PSN) {
 	if syn.Kind() == rocev2.KindNAK {
 		q.dev.Counters.SentNAKs.Add(1)
 	}
@@ -480,6 +480,6 @@ func (q *QP) sendAck(tx *device.TxBatch, syn rocev2.Syndrome, psn rocev2.PSN) {
 		Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: q.attr.DestQPN, PSN: psn,
 		Syndrome: syn, MSN: q.resp.msn,
 	}
-	buf, _ := f.Append(tx.Buffer(), nil)
-	tx.Commit(buf, q.raddr)
+	buf, _ := f.Append(q.tx().Buffer(), nil)
+	q.out.Commit(buf, q.raddr)
 }

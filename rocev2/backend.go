@@ -74,10 +74,6 @@ const (
 	ICRCOK
 	// ICRCBad: the ICRC does not match; the packet must be dropped.
 	ICRCBad
-	// ICRCUnverifiable: the backend cannot see the covered IP header
-	// fields (an IPv4 packet on a UDP socket whose sender used an IP ID
-	// that could not be inferred). The device accepts it and counts it.
-	ICRCUnverifiable
 )
 
 func (s ICRCStatus) String() string {
@@ -86,8 +82,6 @@ func (s ICRCStatus) String() string {
 		return "ok"
 	case ICRCBad:
 		return "bad"
-	case ICRCUnverifiable:
-		return "unverifiable"
 	}
 	return "unchecked"
 }
@@ -98,7 +92,7 @@ var ErrBackendClosed = errors.New("rocev2: backend closed")
 // Poller is implemented by backends that can receive without blocking.
 // With it, the device waits for readiness on its receive goroutine but
 // receives under a lock that any goroutine may take: an application that
-// busy-polls a CQ then drives the device itself (Device.Progress), instead
+// busy-polls a CQ then drives the device itself (device.Poller), instead
 // of waiting for the runtime to schedule the receive goroutine — which,
 // with every P spinning, can take a scheduler time slice (10 ms).
 type Poller interface {

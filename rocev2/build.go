@@ -129,8 +129,7 @@ func AppendTrailer(b []byte, payloadLen int) []byte {
 }
 
 // Append appends a whole packet (headers, payload, pad and a zeroed ICRC) to
-// b. Start b at Headroom bytes into a buffer to leave room for the
-// encapsulation.
+// b.
 func (f *Fields) Append(b []byte, payload []byte) ([]byte, error) {
 	b, err := f.AppendHeaders(b, len(payload))
 	if err != nil {

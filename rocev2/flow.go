@@ -13,10 +13,10 @@ const (
 	IPv6HeaderLen     = 40
 	UDPHeaderLen      = 8
 
-	// Headroom is room enough in front of a BTH for Ethernet, IPv6 and UDP
-	// headers; builders start packets this far into a buffer so that a
-	// backend can prepend its headers in place.
-	Headroom = EthernetHeaderLen + IPv6HeaderLen + UDPHeaderLen
+	// MaxEncapLen is the longest encapsulation below a BTH this package
+	// writes: Ethernet, IPv6 and UDP headers (a capture's frame header,
+	// for instance, fits in it).
+	MaxEncapLen = EthernetHeaderLen + IPv6HeaderLen + UDPHeaderLen
 
 	// UDPPort is the IANA port of RoCEv2 ("roce").
 	UDPPort = 4791

@@ -25,7 +25,7 @@ const cx4CNP = `45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201
 	0000 0000 0000 0000 0000 0000 0000 0000
 	82fd 002a`
 
-// protocol-notes §3.4 B: RC SEND_ONLY "ABCDE" with pad 3.
+// A worked example: RC SEND_ONLY "ABCDE" with pad 3.
 const sendOnlyV4 = `45 00 00 34 00 00 40 00 40 11 b7 65 c0 a8 01 01 c0 a8 01 02
 	d2 34 12 b7 00 20 00 00
 	04 30 ff ff 00 00 00 11 80 00 00 01
@@ -69,7 +69,7 @@ func TestICRCGoldenFrames(t *testing.T) {
 }
 
 func TestICRCIPv6(t *testing.T) {
-	// protocol-notes §3.4 B over IPv6 fe80::1 -> fe80::2: crc32 0x07A69D92.
+	// The same packet over IPv6 fe80::1 -> fe80::2: crc32 0x07A69D92.
 	fl := NewFlow(netip.MustParseAddrPort("[fe80::1]:53812"), netip.MustParseAddrPort("[fe80::2]:4791"))
 	f := Fields{Opcode: RCSendOnly, PKey: 0xffff, DestQP: 0x11, AckReq: true, PSN: 1}
 	pkt, err := f.Append(nil, []byte("ABCDE"))
@@ -92,11 +92,11 @@ func TestFlowEncodeMatchesFrame(t *testing.T) {
 	want := unhex(t, sendOnlyV4)
 	fl := NewFlow(netip.MustParseAddrPort("192.168.1.1:53812"), netip.MustParseAddrPort("192.168.1.2:4791"))
 	f := Fields{Opcode: RCSendOnly, PKey: 0xffff, DestQP: 0x11, AckReq: true, PSN: 1}
-	buf := make([]byte, Headroom, 256)
-	pkt, err := f.Append(buf[Headroom:], []byte("ABCDE"))
+	buf := make([]byte, MaxEncapLen, 256)
+	pkt, err := f.Append(buf[MaxEncapLen:], []byte("ABCDE"))
 	require.NoError(t, err)
 	fl.SealICRC(pkt)
 	hl := fl.IPHeaderLen() + UDPHeaderLen
-	fl.EncodeIPUDP(buf[Headroom-hl:], len(pkt))
-	assert.Equal(t, want, buf[Headroom-hl:Headroom+len(pkt)])
+	fl.EncodeIPUDP(buf[MaxEncapLen-hl:], len(pkt))
+	assert.Equal(t, want, buf[MaxEncapLen-hl:MaxEncapLen+len(pkt)])
 }

@@ -65,8 +65,8 @@ func TestBuildParseRoundTripEveryOpcode(t *testing.T) {
 				payload[i] = byte(i*7 + 1)
 			}
 			want := sampleFields(d.op)
-			buf := make([]byte, Headroom, 2048)
-			pkt, err := want.Append(buf[Headroom:], payload)
+			buf := make([]byte, MaxEncapLen, 2048)
+			pkt, err := want.Append(buf[MaxEncapLen:], payload)
 			require.NoError(t, err)
 			require.Len(t, pkt, PacketLen(d.op, n))
 

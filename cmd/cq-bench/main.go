@@ -1,4 +1,4 @@
-// Command cq-bench is goroce's CQ-pool experiment (issue 4): it runs
+// Command cq-bench is goroce's CQ-pool experiment: it runs
 // request/response SEND traffic between two processes on loopback
 // (127.0.0.1 and 127.0.0.2, UDP backend) over N connections (one RC QP pair
 // each) with the legacy completion design (one device-wide CQ pair, one

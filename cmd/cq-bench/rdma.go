@@ -25,11 +25,12 @@ const (
 )
 
 // endpoint is one process's side of an RDMA measurement: a device on a
-// loopback address, a pool in the chosen mode and one QP per connection.
+// loopback address, a completion design in the chosen mode and one QP per
+// connection.
 type endpoint struct {
 	dev   *device.Device
 	pd    *device.PD
-	pool  *cq.Pool
+	cqs   cq.Allocator
 	buf   []byte
 	mr    *device.MR
 	links []*link
@@ -39,13 +40,13 @@ type endpoint struct {
 
 // link is one connection's QP with its CQ lease and reusable entries.
 type link struct {
-	ep    *endpoint
-	id    int
-	qp    *qp.QP
-	lease *cq.Lease
-	psn   rocev2.PSN
-	req   []qp.SGE // the client's request / the server's response
-	recv  []qp.SGE
+	ep   *endpoint
+	id   int
+	qp   *qp.QP
+	res  cq.Reservation
+	psn  rocev2.PSN
+	req  []qp.SGE // the client's request / the server's response
+	recv []qp.SGE
 
 	// Client side.
 	start time.Time
@@ -94,7 +95,7 @@ func (ep *endpoint) err() error {
 	return nil
 }
 
-// poolConfig is the pool of a mode:
+// newAllocator returns the completion design of a mode:
 //
 //	legacy      the pre-pool design as SMC-R had it: one tasklet-like poller
 //	            goroutine woken per event, every post sent at once
@@ -104,19 +105,19 @@ func (ep *endpoint) err() error {
 //	            much of the difference that makes
 //	pooled      the CQ pool, run to completion, with DIM
 //	nodim       the CQ pool, run to completion, without DIM
-func poolConfig(mode string, dev *device.Device) (cq.PoolConfig, error) {
+func newAllocator(mode string, dev *device.Device) (cq.Allocator, error) {
 	rtc := []cq.Device{dev}
 	switch mode {
 	case "legacy":
-		return cq.PoolConfig{Legacy: true}, nil
+		return cq.NewLegacy(cq.LegacyConfig{}), nil
 	case "legacy-rtc":
-		return cq.PoolConfig{Legacy: true, Devices: rtc}, nil
+		return cq.NewLegacy(cq.LegacyConfig{Devices: rtc}), nil
 	case "pooled":
-		return cq.PoolConfig{Devices: rtc}, nil
+		return cq.NewPool(cq.PoolConfig{Devices: rtc}), nil
 	case "nodim":
-		return cq.PoolConfig{NoDIM: true, Devices: rtc}, nil
+		return cq.NewPool(cq.PoolConfig{NoDIM: true, Devices: rtc}), nil
 	}
-	return cq.PoolConfig{}, fmt.Errorf("unknown mode %q", mode)
+	return nil, fmt.Errorf("unknown mode %q", mode)
 }
 
 // openEndpoint opens a device on addr (ephemeral UDP port) with n QPs.
@@ -130,38 +131,38 @@ func openEndpoint(addr netip.Addr, t test, sendBytes, recvBytes int) (*endpoint,
 		be.Close()
 		return nil, err
 	}
-	pc, err := poolConfig(t.Mode, dev)
+	alloc, err := newAllocator(t.Mode, dev)
 	if err != nil {
 		dev.Close()
 		return nil, err
 	}
 	per := sendBytes + recvBytes*recvsUp
-	ep := &endpoint{dev: dev, pd: dev.AllocPD(), pool: cq.NewPool(pc), buf: make([]byte, t.Clients*per)}
+	ep := &endpoint{dev: dev, pd: dev.AllocPD(), cqs: alloc, buf: make([]byte, t.Clients*per)}
 	if ep.mr, err = ep.pd.RegisterMR(ep.buf, device.AccessLocalWrite); err != nil {
 		ep.close()
 		return nil, err
 	}
 	for i := 0; i < t.Clients; i++ {
-		lease, err := ep.pool.Get(sendDepth+recvDepth, -1, cq.PollSoftIRQ)
+		res, err := ep.cqs.Reserve(sendDepth + recvDepth)
 		if err != nil {
 			ep.close()
 			return nil, err
 		}
 		q, err := qp.Create(ep.pd, qp.InitAttr{
-			Type: qp.RC, SendCQ: lease.SendCQ(), RecvCQ: lease.RecvCQ(),
+			Type: qp.RC, SendCQ: res.SendCQ(), RecvCQ: res.RecvCQ(),
 			Cap: qp.Cap{MaxSendWR: sendDepth, MaxRecvWR: recvDepth},
 			// Loopback UDP drops under a 512-connection burst; a benchmark
 			// point should slow down on loss, not fail.
 			RetryCnt7Infinite: true,
 		})
 		if err != nil {
-			ep.pool.Put(lease)
+			res.Release()
 			ep.close()
 			return nil, err
 		}
-		lease.Bind(q.QPN())
+		res.Bind(q.QPN())
 		base := ep.mr.VA() + uint64(i*per)
-		k := &link{ep: ep, id: i, qp: q, lease: lease, psn: qp.RandomPSN(),
+		k := &link{ep: ep, id: i, qp: q, res: res, psn: qp.RandomPSN(),
 			req:  []qp.SGE{{Addr: base, Length: uint32(sendBytes), LKey: ep.mr.LKey()}},
 			recv: []qp.SGE{{Addr: base + uint64(sendBytes), Length: uint32(recvBytes), LKey: ep.mr.LKey()}},
 		}
@@ -216,7 +217,7 @@ func (ep *endpoint) connect(peer msg) error {
 // postRecv posts one receive. All receives of a link share one entry: a
 // receive completion carries no per-request context here.
 func (k *link) postRecv() {
-	wrid, e := k.lease.Tag(&k.recvE)
+	wrid, e := k.res.Tag(&k.recvE)
 	if _, err := k.qp.PostRecv([]qp.RecvWR{{WRID: wrid, Entry: e, SGL: k.recv}}); err != nil {
 		k.ep.fail(fmt.Errorf("link %d: post recv: %w", k.id, err))
 	}
@@ -224,7 +225,7 @@ func (k *link) postRecv() {
 
 // postSend sends the link's message (request or response).
 func (k *link) postSend() {
-	wrid, e := k.lease.Tag(&k.sendE)
+	wrid, e := k.res.Tag(&k.sendE)
 	if _, err := k.qp.PostSend([]qp.SendWR{{WRID: wrid, Entry: e, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: k.req}}); err != nil {
 		k.ep.fail(fmt.Errorf("link %d: post send: %w", k.id, err))
 	}
@@ -274,8 +275,8 @@ func (ep *endpoint) runClient(d time.Duration, h *hist) uint64 {
 	return total
 }
 
-// close destroys the QPs, drains and returns their leases, and closes the
-// pool and the device.
+// close destroys the QPs, drains and releases their reservations, and
+// closes the completion design and the device.
 func (ep *endpoint) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -287,11 +288,11 @@ func (ep *endpoint) close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k.lease.Drain(ctx)
-			ep.pool.Put(k.lease)
+			k.res.Drain(ctx)
+			k.res.Release()
 		}()
 	}
 	wg.Wait()
-	ep.pool.Close()
+	ep.cqs.Close()
 	ep.dev.Close()
 }

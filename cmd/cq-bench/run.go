@@ -87,7 +87,7 @@ func measure(c *ctl, t test, d time.Duration) (result, error) {
 		if err := ep.err(); err != nil {
 			r.Err = "client: " + err.Error()
 		}
-		st := ep.pool.Stats()
+		st := ep.cqs.Stats()
 		r.TPS = float64(n) / d.Seconds()
 		r.Comps, r.Wakeups = st.Completions, st.Wakeups
 	}

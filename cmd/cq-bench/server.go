@@ -99,7 +99,7 @@ func serveTest(c *ctl, t test) error {
 	if _, err := c.recv("stop"); err != nil {
 		return err
 	}
-	st := ep.pool.Stats()
+	st := ep.cqs.Stats()
 	m := msg{Kind: "stats", CPU: cpuSeconds() - cpu0, Wakeups: st.Wakeups, Comps: st.Completions}
 	if err := ep.err(); err != nil {
 		m.Err = err.Error() // a failed point is reported, not fatal

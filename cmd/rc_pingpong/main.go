@@ -86,7 +86,7 @@ func pingpongMain(o *options, stdout, stderr io.Writer) error {
 		return fail(fmt.Sprintf("Couldn't post receive (%d)", c.routs), nil)
 	}
 	if o.events {
-		p.cq.Arm(false)
+		p.poll.Arm(false)
 	}
 
 	my := dest{lid: 0, qpn: p.qp.QPN()} // RoCE has no LIDs: the port's LID is 0

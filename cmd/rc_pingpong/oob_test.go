@@ -22,7 +22,7 @@ func TestDestMarshal(t *testing.T) {
 		want string
 	}{
 		{
-			name: "protocol-notes example",
+			name: "a documented example",
 			d:    dest{qpn: 0x11, psn: 0xa1b2c3, gid: device.GIDFromAddr(netip.MustParseAddr("192.168.1.1"))},
 			want: "0000:000011:a1b2c3:00000000000000000000ffffc0a80101\x00",
 		},

@@ -28,6 +28,7 @@ type pingpong struct {
 	buf  []byte
 	mr   *device.MR
 	cq   *cq.CQ
+	poll *device.Poller // busy-polls cq, receiving on this goroutine when it is empty
 	qp   *qp.QP
 	opts *options
 
@@ -62,6 +63,7 @@ func newPingpong(dev *device.Device, o *options) (*pingpong, error) {
 	if p.cq, err = cq.New(o.rxDepth+1, cq.Config{}); err != nil {
 		return nil, fail("Couldn't create CQ", err)
 	}
+	p.poll = dev.NewPoller(p.cq)
 	p.qp, err = qp.Create(p.pd, qp.InitAttr{
 		Type: qp.RC, SendCQ: p.cq, RecvCQ: p.cq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1},
@@ -221,11 +223,11 @@ func (p *pingpong) run(c *counts) error {
 			if err := p.waitEvent(); err != nil {
 				return fail("Failed to get cq_event", err)
 			}
-			p.cq.Arm(false) // completions already there are polled just below
-			ne = p.cq.Poll(wcs[:])
+			p.poll.Arm(false) // completions already there are polled just below
+			ne = p.poll.Poll(wcs[:])
 		} else {
 			var err error
-			if ne, err = p.poll(wcs[:], idle); err != nil {
+			if ne, err = p.busyPoll(wcs[:], idle); err != nil {
 				return err
 			}
 		}
@@ -245,7 +247,7 @@ func (p *pingpong) run(c *counts) error {
 // starts sleeping a microsecond between polls.
 const spinPolls = 64
 
-// poll is the original's busy poll (ibv_poll_cq until it returns something).
+// busyPoll is the original's busy poll (ibv_poll_cq until it returns something).
 // Unlike rxe, whose packet processing preempts a spinning application from
 // softirq context, a goroce device is a goroutine woken by the Go runtime's
 // network poller, and a goroutine that never blocks keeps the runtime from
@@ -254,9 +256,9 @@ const spinPolls = 64
 // and an iteration takes milliseconds. So after a short spin poll sleeps a
 // microsecond between polls, which parks it just long enough for the runtime
 // to run the device. It still never arms the CQ or waits for an event.
-func (p *pingpong) poll(wcs []cq.WC, idle time.Time) (int, error) {
+func (p *pingpong) busyPoll(wcs []cq.WC, idle time.Time) (int, error) {
 	for spins := 0; ; spins++ {
-		if ne := p.cq.Poll(wcs); ne > 0 {
+		if ne := p.poll.Poll(wcs); ne > 0 {
 			return ne, nil
 		}
 		if spins < spinPolls {

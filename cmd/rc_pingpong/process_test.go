@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/race"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,7 +42,7 @@ func buildBinary(t *testing.T, dir string) string {
 	}
 	bin := filepath.Join(dir, "rc_pingpong")
 	args := []string{"build", "-o", bin}
-	if raceEnabled {
+	if race.Enabled {
 		args = append(args, "-race")
 	}
 	out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput()

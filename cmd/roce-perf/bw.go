@@ -36,7 +36,7 @@ func runBW(ctx context.Context, c *qpConn, sp *testSpec, peer *endpoint, spin in
 		iters = maxDurationIters
 	}
 	mod := int64(sp.CQMod)
-	p := newPoller(c.cq, spin)
+	p := newPoller(c.dev, c.cq, spin)
 
 	start := time.Now()
 	end := start.Add(sp.Duration)
@@ -92,7 +92,7 @@ func runBW(ctx context.Context, c *qpConn, sp *testSpec, peer *endpoint, spin in
 // counts completions until it has the number the client reports at the
 // end. It returns how many messages arrived.
 func serveSendBW(ctx context.Context, c *qpConn, sp *testSpec, stop *stopper, spin int) (int64, error) {
-	p := newPoller(c.cq, spin)
+	p := newPoller(c.dev, c.cq, spin)
 	wrs := make([]qp.RecvWR, sp.RxDepth)
 	sgl := []qp.SGE{c.sge(0, sp.Size)}
 	for i := range wrs {

@@ -104,7 +104,7 @@ func demoSeed(op, iter int) uint64 { return uint64(op+1)<<32 | uint64(iter+1)*0x
 // runDemo is the requester side. It returns the outcomes; an operation
 // that fails its check ends the demo with an error.
 func runDemo(ctx context.Context, c *qpConn, o *oob, out io.Writer, timeout time.Duration) ([]demoOutcome, error) {
-	p := newPoller(c.cq, 0)
+	p := newPoller(c.dev, c.cq, 0)
 	var outs []demoOutcome
 	for oi, d := range demoOps {
 		res := demoOutcome{Op: d.name, Sizes: d.sizes}
@@ -231,7 +231,7 @@ type demoResponder struct {
 // serveDemo is the responder side: it prepares for and checks each
 // operation the client announces, until the client is done.
 func serveDemo(ctx context.Context, c *qpConn, o *oob, timeout time.Duration) (int, error) {
-	r := &demoResponder{c: c, p: newPoller(c.cq, 0), tgt: make([]byte, demoTgtLen)}
+	r := &demoResponder{c: c, p: newPoller(c.dev, c.cq, 0), tgt: make([]byte, demoTgtLen)}
 	defer r.release()
 	checks := 0
 	for {

@@ -74,7 +74,7 @@ func (s *latSender) reap(wcs []cq.WC) (recvs int, err error) {
 // sample.
 func runLat(ctx context.Context, c *qpConn, sp *testSpec, spin int) (*latStats, error) {
 	s := newLatSender(c, sp.Size, sp.TxDepth)
-	p := newPoller(c.cq, spin)
+	p := newPoller(c.dev, c.cq, spin)
 	recv := []qp.RecvWR{{SGL: []qp.SGE{c.sge(0, sp.Size)}}}
 	iters := sp.Iters
 	if iters == 0 {
@@ -134,7 +134,7 @@ func waitSends(ctx context.Context, p *poller, s *latSender) error {
 // with one of the same size until the client says it is done.
 func serveLat(ctx context.Context, c *qpConn, sp *testSpec, stop *stopper, spin int) (int64, error) {
 	s := newLatSender(c, sp.Size, sp.TxDepth)
-	p := newPoller(c.cq, spin)
+	p := newPoller(c.dev, c.cq, spin)
 	recv := []qp.RecvWR{{SGL: []qp.SGE{c.sge(0, sp.Size)}}}
 	var echoed int64
 	for {

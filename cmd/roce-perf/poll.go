@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2/device"
 )
 
 // poller reaps completions from a CQ. It polls up to spin times (yielding
@@ -13,14 +14,14 @@ import (
 // spare, and only burns the one the device's receive loop needs when there
 // are not.
 type poller struct {
-	cq   *cq.CQ
+	cq   *device.Poller
 	wcs  []cq.WC
 	spin int
 }
 
 // busySpin is the default spin count: perftest's pollers busy-poll, and a
 // goroce CQ poll that finds nothing drives the device's receive path itself
-// (Device.Progress), so the poller takes its packets without waiting for
+// (device.Poller), so the poller takes its packets without waiting for
 // the receive goroutine to be scheduled. After this many empty polls (well
 // a second or so) it sleeps on the CQ's event channel after all.
 const busySpin = 1 << 20
@@ -49,8 +50,8 @@ func (c *config) spinFor(kind string) int {
 	return 0
 }
 
-func newPoller(c *cq.CQ, spin int) *poller {
-	return &poller{cq: c, wcs: make([]cq.WC, 64), spin: spin}
+func newPoller(dev *device.Device, c *cq.CQ, spin int) *poller {
+	return &poller{cq: dev.NewPoller(c), wcs: make([]cq.WC, 64), spin: spin}
 }
 
 // wait returns the completions available, waiting for at least one unless
@@ -71,7 +72,7 @@ func (p *poller) wait(ctx context.Context, wake <-chan struct{}) ([]cq.WC, error
 			continue // completions arrived between Poll and Arm
 		}
 		select {
-		case <-p.cq.Events():
+		case <-p.cq.CQ().Events():
 		case <-wake:
 			if n := p.cq.Poll(p.wcs); n > 0 {
 				return p.wcs[:n], nil

@@ -10,31 +10,30 @@ import (
 // (rxe_hw_counters.c) so that dashboards and diff scripts carry over, plus
 // goroce's per-reason drop counters. All fields are updated atomically.
 type Counters struct {
-	SentPkts             atomic.Uint64 // sent_pkts
-	RcvdPkts             atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP
-	DuplicateRequest     atomic.Uint64 // duplicate_request
-	OutOfSeqRequest      atomic.Uint64 // out_of_seq_request
-	RcvdRNRErr           atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
-	SendRNRErr           atomic.Uint64 // send_rnr_err: RNR NAKs sent
-	RcvdSeqErr           atomic.Uint64 // rcvd_seq_err: PSN-sequence NAKs received
-	AckDeferred          atomic.Uint64 // ack_deferred
-	RetryExceededErr     atomic.Uint64 // retry_exceeded_err
-	RetryRNRExceededErr  atomic.Uint64 // retry_rnr_exceeded_err
-	CompleterRetryErr    atomic.Uint64 // completer_retry_err: retransmissions started
-	SendErr              atomic.Uint64 // send_err
-	LinkDowned           atomic.Uint64 // link_downed
-	RDMASends            atomic.Uint64 // rdma_sends: RDMA WRITE/READ/atomic requests sent
-	RDMARecvs            atomic.Uint64 // rdma_recvs: RDMA WRITE/READ/atomic requests served
-	RetransmittedPkts    atomic.Uint64 // retransmitted_pkts
-	SentNAKs             atomic.Uint64 // sent_naks: NAKs of any kind sent
-	RcvdNAKs             atomic.Uint64 // rcvd_naks: NAKs of any kind received
-	RcvdICRCIDInferred   atomic.Uint64 // rcvd_icrc_id_inferred: IPv4 ICRC verified with an inferred IP ID
-	RcvdICRCUnverifiable atomic.Uint64 // rcvd_icrc_unverifiable: accepted without an ICRC check
-	RcvdUnknownQP        atomic.Uint64 // rcvd_unknown_qp: no QP with that number
-	RcvdWrongQPType      atomic.Uint64 // rcvd_wrong_qp_type: opcode of another transport
-	RcvdPKeyErr          atomic.Uint64 // rcvd_pkey_err
-	RcvdQPStateDrop      atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
-	RcvdAddrErr          atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
+	SentPkts            atomic.Uint64 // sent_pkts
+	RcvdPkts            atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP
+	DuplicateRequest    atomic.Uint64 // duplicate_request
+	OutOfSeqRequest     atomic.Uint64 // out_of_seq_request
+	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
+	SendRNRErr          atomic.Uint64 // send_rnr_err: RNR NAKs sent
+	RcvdSeqErr          atomic.Uint64 // rcvd_seq_err: PSN-sequence NAKs received
+	AckDeferred         atomic.Uint64 // ack_deferred
+	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
+	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err
+	CompleterRetryErr   atomic.Uint64 // completer_retry_err: retransmissions started
+	SendErr             atomic.Uint64 // send_err
+	LinkDowned          atomic.Uint64 // link_downed
+	RDMASends           atomic.Uint64 // rdma_sends: RDMA WRITE/READ/atomic requests sent
+	RDMARecvs           atomic.Uint64 // rdma_recvs: RDMA WRITE/READ/atomic requests served
+	RetransmittedPkts   atomic.Uint64 // retransmitted_pkts
+	SentNAKs            atomic.Uint64 // sent_naks: NAKs of any kind sent
+	RcvdNAKs            atomic.Uint64 // rcvd_naks: NAKs of any kind received
+	RcvdICRCIDInferred  atomic.Uint64 // rcvd_icrc_id_inferred: IPv4 ICRC verified with an inferred IP ID
+	RcvdUnknownQP       atomic.Uint64 // rcvd_unknown_qp: no QP with that number
+	RcvdWrongQPType     atomic.Uint64 // rcvd_wrong_qp_type: opcode of another transport
+	RcvdPKeyErr         atomic.Uint64 // rcvd_pkey_err
+	RcvdQPStateDrop     atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
+	RcvdAddrErr         atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -68,7 +67,6 @@ func (c *Counters) Snapshot() []Counter {
 		{"sent_naks", c.SentNAKs.Load()},
 		{"rcvd_naks", c.RcvdNAKs.Load()},
 		{"rcvd_icrc_id_inferred", c.RcvdICRCIDInferred.Load()},
-		{"rcvd_icrc_unverifiable", c.RcvdICRCUnverifiable.Load()},
 		{"rcvd_unknown_qp", c.RcvdUnknownQP.Load()},
 		{"rcvd_wrong_qp_type", c.RcvdWrongQPType.Load()},
 		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},

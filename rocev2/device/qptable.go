@@ -12,13 +12,9 @@ type qpTable struct {
 	mu    sync.Mutex
 	slots []atomic.Pointer[qpSlot]
 	next  int // where the search for a free slot starts, so numbers are not reused at once
-	gsi   atomic.Pointer[qpSlot]
 }
 
 type qpSlot struct{ h QPHandler }
-
-// GSIQPN is QP 1, the General Services Interface QP (CM MADs).
-const GSIQPN = 1
 
 func (t *qpTable) init() { t.slots = make([]atomic.Pointer[qpSlot], MaxQP) }
 
@@ -37,10 +33,6 @@ func (t *qpTable) add(h QPHandler) (uint32, error) {
 }
 
 func (t *qpTable) remove(qpn uint32) {
-	if qpn == GSIQPN {
-		t.gsi.Store(nil)
-		return
-	}
 	idx := int(qpn) - FirstQPN
 	if idx >= 0 && idx < len(t.slots) {
 		t.slots[idx].Store(nil)
@@ -49,9 +41,7 @@ func (t *qpTable) remove(qpn uint32) {
 
 func (t *qpTable) lookup(qpn uint32) QPHandler {
 	var s *qpSlot
-	if qpn == GSIQPN {
-		s = t.gsi.Load()
-	} else if idx := int(qpn) - FirstQPN; idx >= 0 && idx < len(t.slots) {
+	if idx := int(qpn) - FirstQPN; idx >= 0 && idx < len(t.slots) {
 		s = t.slots[idx].Load()
 	}
 	if s == nil {

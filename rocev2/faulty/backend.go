@@ -280,7 +280,7 @@ func (b *Backend) corrupt(pkts []rocev2.Datagram) {
 // Backend returns the injector as a device should be given it: when the
 // inner backend can receive without blocking (rocev2.Poller), so can the
 // returned one, and a device on it keeps its busy-polling path
-// (Device.Progress) under faults too; otherwise it is b itself. The device
+// (device.Poller) under faults too; otherwise it is b itself. The device
 // receives under one lock, so the receive-side random stream still has one
 // user at a time.
 func (b *Backend) Backend() rocev2.Backend {

@@ -42,6 +42,5 @@
 // (A UDP receiver that infers IPv4 IDs from the ICRC keeps 16 bits of check,
 // so a real one could miss about one corruption in 65536; this one misses
 // none.) A packet the inner left ICRCUnchecked stays so (the device checks
-// it and finds the flip), and an ICRCUnverifiable one stays so (the flip
-// goes unnoticed, as it would).
+// it and finds the flip).
 package faulty

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendtest"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/memlink"
 	"github.com/stretchr/testify/assert"
@@ -314,3 +315,8 @@ func TestPollingCorruptsLikeReceive(t *testing.T) {
 
 // blockingOnly hides an inner backend's Poller methods.
 type blockingOnly struct{ rocev2.Backend }
+
+func TestSharedBackendChecks(t *testing.T) {
+	tx, rx, _ := pair(t, Config{Seed: 3, Loss: 0.1, Corrupt: 0.1})
+	backendtest.Run(t, rx, numbered(t, tx.LocalAddr(), 1))
+}

@@ -139,7 +139,7 @@ var _ rocev2.Poller = (*Backend)(nil)
 
 // WaitReadable blocks until a packet is queued, without taking it, or until
 // Close. With it, a device lets busy-polling CQs receive on their own
-// goroutine (Device.Progress), as over UDP.
+// goroutine (device.Poller), as over UDP.
 func (b *Backend) WaitReadable() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -29,7 +29,7 @@
 //     known and the ICRC is verified. IPv4 covers the ID, which a UDP socket
 //     never sees: rocev2.Flow.InferIPv4ID recovers the ID the ICRC was sealed
 //     for (0 for most peers, k for GSO segment k), and a packet no ID fits is
-//     ICRCBad. So this backend never reports ICRCUnverifiable.
+//     ICRCBad.
 //
 // # IPv4 IDs (verified on Linux 6.18)
 //

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendtest"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/internal/backendtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -152,7 +152,7 @@ func TestCorruptPacketIsBad(t *testing.T) {
 func TestCloseUnblocksReceive(t *testing.T) {
 	b, err := Open(Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
-	backendtest.CloseUnblocksReceive(t, b, packets(t, rand.New(rand.NewPCG(1, 1)), b.LocalAddr(), []int{8}))
+	backendtest.Run(t, b, packets(t, rand.New(rand.NewPCG(1, 1)), b.LocalAddr(), []int{8}))
 }
 
 func TestOpenErrors(t *testing.T) {

@@ -3,6 +3,8 @@ package smcwire
 import (
 	"testing"
 
+	"github.com/goroce/goroce/internal/race"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -10,8 +12,8 @@ import (
 // Parsing, classifying, reading fields through the views and appending
 // into a buffer with room do not allocate: the SMC-R receive and send
 // paths can use them per message.
-func TestNoAllocations(t *testing.T) {
-	if raceEnabled {
+func TestCodecsDoNotAllocate(t *testing.T) {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	clc, llc, cdc := smcMessages(t)

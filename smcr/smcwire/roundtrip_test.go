@@ -24,7 +24,7 @@ func TestProposalRoundTrip(t *testing.T) {
 			len: 52,
 		},
 		{
-			// protocol-notes §8.2: v1+v2 SMC-R over IPv4 without EIDs.
+			// A proposal offering SMC-R v1 and v2 over IPv4 without EIDs is 132 bytes.
 			name: "v2 SMC-R v1+v2 IPv4",
 			f: ProposalFields{CLCHeader: CLCHeader{Version: 2, TypeV1: TypeR, TypeV2: TypeR},
 				SMCDInfo: &SMCDInfo{}, GID: gid4("10.0.0.1"),

@@ -1,5 +1,0 @@
-//go:build !race
-
-package pcap_test
-
-const raceEnabled = false

@@ -1,0 +1,91 @@
+package qp
+
+import "github.com/goroce/goroce/rocev2/device"
+
+// Every locked section of a QP ends in unlock, which does, in order:
+//
+//  1. gives back the device's outbox if the section built packets (q.tx):
+//     it sends them now unless a run or a poller's hold defers them, and a
+//     post (q.posted) ends the hold (device.Outbox);
+//  2. releases the QP's lock;
+//  3. delivers what the section raised: CQ events (cq.CQ.Notify, which
+//     calls the CQ's OnEvent) and asynchronous events (InitAttr.OnAsyncEvent).
+//
+// So no callback ever runs under the QP's lock: an OnEvent or an
+// OnAsyncEvent may post to this QP, poll, modify or destroy it.
+
+// notices are what a locked section raised for callbacks.
+type notices struct {
+	any                bool
+	sendFired          bool
+	recvFired          bool
+	sendErr, recvErr   error
+	events             [maxSectionEvents]Event
+	nEvents, lostCount int
+}
+
+// maxSectionEvents bounds the async events one locked section raises: a
+// CQ error, the move to ERR, SQ drained.
+const maxSectionEvents = 4
+
+// tx returns the device's outbox for building packets, taking it on first
+// use in this locked section; unlock gives it back.
+func (q *QP) tx() *device.Outbox {
+	if q.out == nil {
+		q.out = q.dev.Outbox()
+	}
+	return q.out
+}
+
+// event records an async event for delivery after the lock is released.
+func (q *QP) event(e Event) {
+	if q.onEvt == nil {
+		return
+	}
+	n := &q.nt
+	n.any = true
+	if n.nEvents < len(n.events) {
+		n.events[n.nEvents] = e
+		n.nEvents++
+	} else {
+		n.lostCount++ // cannot happen with the events one section raises
+	}
+}
+
+// unlock ends a locked section (see the top of this file).
+func (q *QP) unlock() {
+	if q.out != nil {
+		if q.posted {
+			q.out.DonePost()
+		} else {
+			q.out.Done()
+		}
+		q.out = nil
+	}
+	q.posted = false
+	fired := q.nt.sendFired || q.nt.recvFired || q.nt.sendErr != nil || q.nt.recvErr != nil
+	if !fired && !q.nt.any {
+		q.mu.Unlock()
+		return
+	}
+	nt := q.nt
+	q.nt = notices{}
+	q.mu.Unlock()
+	if q.sendCQ == q.recvCQ {
+		err := nt.sendErr
+		if err == nil {
+			err = nt.recvErr
+		}
+		q.sendCQ.Notify(nt.sendFired || nt.recvFired, err)
+	} else {
+		if nt.sendFired || nt.sendErr != nil {
+			q.sendCQ.Notify(nt.sendFired, nt.sendErr)
+		}
+		if nt.recvFired || nt.recvErr != nil {
+			q.recvCQ.Notify(nt.recvFired, nt.recvErr)
+		}
+	}
+	for _, e := range nt.events[:nt.nEvents] {
+		q.onEvt(e)
+	}
+}

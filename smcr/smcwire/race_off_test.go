@@ -1,5 +1,0 @@
-//go:build !race
-
-package smcwire
-
-const raceEnabled = false
