@@ -149,6 +149,10 @@ func (d *Device) Name() string { return d.name }
 // LocalAddr returns the address and UDP port the device listens on.
 func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 
+// MAC returns the port's MAC address, from which the link-local GID and the
+// node GUID derive (locally administered, from the device's address).
+func (d *Device) MAC() [6]byte { return d.mac }
+
 // Attr returns the device attributes (ibv_query_device).
 func (d *Device) Attr() DeviceAttr { return d.attr }
 

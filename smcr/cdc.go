@@ -1,0 +1,191 @@
+package smcr
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// cursorOf returns the CDC cursor of a byte count in an RMB of size bytes.
+func cursorOf(n, size uint64) smcwire.Cursor {
+	return smcwire.Cursor{Wrap: uint16(n / size), Count: uint32(n % size)}
+}
+
+// cdcFieldsLocked fills f with the connection's cursors and sticky flags
+// and the next sequence number. mu is held.
+func (s *smcConn) cdcFieldsLocked(f *smcwire.CDCFields) {
+	s.txSeq++
+	f.Seq = s.txSeq
+	f.Token = s.peerTok
+	f.Prod = cursorOf(s.sent, s.peerSize)
+	f.Cons = cursorOf(s.consumed, uint64(len(s.rmb)))
+	// The state flags are cumulative, as Linux's: once sent they stay in
+	// every later CDC (a close after a shutdown sends 0xC0).
+	if s.doneWriting {
+		f.ConnFlags |= smcwire.CDCPeerDoneWriting
+	}
+	switch {
+	case s.aborted:
+		f.ConnFlags |= smcwire.CDCPeerConnAbort
+	case s.closed:
+		f.ConnFlags |= smcwire.CDCPeerConnClosed
+	}
+	s.announced = s.consumed
+}
+
+// postCDCLocked posts a CDC with f's flags in slot sl, after writes. The
+// cursors are read, the sequence number taken and the post made under mu,
+// so CDCs leave in sequence order and never announce a byte whose WRITE is
+// not posted before them.
+func (s *smcConn) postCDCLocked(sl *txSlot, f *smcwire.CDCFields, writes []qp.SendWR) error {
+	s.cdcFieldsLocked(f)
+	var buf [smcwire.CDCLen]byte
+	msg := smcwire.AppendCDC(buf[:0], f)
+	sl.conn = s
+	return s.g.lnk.send(sl, msg, writes)
+}
+
+// sendCDC sends a CDC carrying only cursors and flags (a consumer update,
+// a close), waiting for a send slot until cancel.
+func (s *smcConn) sendCDC(flags smcwire.CDCConnFlags, cancel <-chan struct{}) error {
+	sl, err := s.g.lnk.slot(cancel)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl.ackTo = s.sndAcked // no send buffer space to free
+	f := smcwire.CDCFields{ConnFlags: flags}
+	return s.postCDCLocked(sl, &f, nil)
+}
+
+// cdcDone runs when a CDC's SEND completed (on a handler's goroutine): the
+// WRITEs before it are done, so the send buffer is free up to ackTo.
+func (s *smcConn) cdcDone(ackTo uint64) {
+	s.mu.Lock()
+	if ackTo > s.sndAcked {
+		s.sndAcked = ackTo
+		wake(s.writable)
+	}
+	s.mu.Unlock()
+}
+
+// onCDC applies a CDC from the peer (on the receive goroutine). Everything
+// in it is checked: a stale sequence number is dropped and counted; a
+// cursor outside its RMB, moving backwards, or claiming more than the
+// buffer could hold is a protocol violation that aborts the connection
+// (the peer is told, and the violation counted).
+func (s *smcConn) onCDC(m smcwire.CDC) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.attached {
+		// Before the CLC message that names the peer's RMB: keep the
+		// latest (its cursors are absolute, its close flags sticky).
+		if s.early == nil || int16(m.Seq()-s.early.Seq()) > 0 {
+			s.early = append(s.early[:0], m...)
+		}
+		return
+	}
+	s.onCDCLocked(m)
+}
+
+// onCDCLocked is onCDC with mu held and the peer attached.
+func (s *smcConn) onCDCLocked(m smcwire.CDC) {
+	if s.freed || s.peerAborted {
+		return
+	}
+	seq := m.Seq()
+	if m.ProdFlags()&smcwire.CDCFailoverValidate != 0 {
+		// Sent by Linux after moving a connection to another link; a
+		// goroce link group has one link. Nothing to apply.
+		return
+	}
+	if s.rxSeen && int16(seq-s.rxSeq) < 0 { // older (an equal one is accepted, as Linux does)
+		s.g.st.count(&s.g.st.stats.staleCDC)
+		return
+	}
+	s.rxSeq, s.rxSeen = seq, true
+	if err := s.applyCursorsLocked(m.Prod(), m.Cons()); err != nil {
+		s.g.st.count(&s.g.st.stats.cdcViolation)
+		s.violationLocked(err)
+		return
+	}
+	pf, cf := m.ProdFlags(), m.ConnFlags()
+	s.peerWantsUpdate = pf&smcwire.CDCConsUpdateRequest != 0
+	s.peerBlocked = pf&smcwire.CDCWriteBlocked != 0
+	if pf&smcwire.CDCUrgentPresent != 0 {
+		// The byte before the producer cursor is urgent. It is read in
+		// band here, but a Linux sender that used MSG_OOB waits for the
+		// whole RMB to be free: confirm promptly once it is read.
+		s.urgent = true
+	}
+	if cf&smcwire.CDCPeerConnAbort != 0 {
+		s.peerAborted = true
+		s.failLocked(errAborted)
+		s.closeProgressLocked()
+		return
+	}
+	if cf&smcwire.CDCPeerDoneWriting != 0 && !s.peerDoneWriting {
+		s.peerDoneWriting = true
+		wake(s.readable)
+	}
+	if cf&smcwire.CDCPeerConnClosed != 0 && !s.peerClosed {
+		s.peerClosed = true
+		wake(s.readable)
+		wake(s.writable)
+	}
+	if s.peerWantsUpdate && s.consumed > s.announced {
+		s.g.askConsumerUpdate(s)
+	}
+	s.closeProgressLocked()
+}
+
+// applyCursorsLocked moves the producer cursor (the peer's writes into our
+// RMB) and the peer's consumer cursor (its reading of the writes we made
+// into its RMB) to a CDC's, after checking them.
+func (s *smcConn) applyCursorsLocked(prod, cons smcwire.Cursor) error {
+	size := uint64(len(s.rmb))
+	if uint64(prod.Count) >= size {
+		return fmt.Errorf("producer cursor %d:%d outside our %d-byte RMB", prod.Wrap, prod.Count, size)
+	}
+	if uint64(cons.Count) >= s.peerSize {
+		return fmt.Errorf("consumer cursor %d:%d outside the peer's %d-byte RMB", cons.Wrap, cons.Count, s.peerSize)
+	}
+	// A cursor behind the one known is ignored (Linux's rule): a CDC
+	// never takes back what an earlier one announced.
+	if prod.Before(s.prodC) {
+		prod = s.prodC
+	}
+	if cons.Before(s.peerConsC) {
+		cons = s.peerConsC
+	}
+	produced := s.produced + uint64(prod.Diff(s.prodC, uint32(size)))
+	if produced-s.consumed > size {
+		return fmt.Errorf("producer cursor claims %d unread bytes in a %d-byte RMB", produced-s.consumed, size)
+	}
+	peerCons := s.peerCons + uint64(cons.Diff(s.peerConsC, uint32(s.peerSize)))
+	if peerCons > s.sent {
+		return fmt.Errorf("consumer cursor claims %d bytes read of %d written", peerCons, s.sent)
+	}
+	if produced != s.produced {
+		s.produced, s.prodC = produced, prod
+		wake(s.readable)
+	}
+	if peerCons != s.peerCons {
+		s.peerCons, s.peerConsC = peerCons, cons
+		wake(s.writable)
+	}
+	return nil
+}
+
+// violationLocked aborts the connection because the peer broke the
+// protocol: local Reads and Writes fail, and the peer gets an abort from
+// the link group's worker (a handler must not wait for a send slot).
+func (s *smcConn) violationLocked(err error) {
+	s.failLocked(fmt.Errorf("%w: %v", errProtocol, err))
+	if !s.closed {
+		s.closed, s.aborted = true, true
+		s.g.askAbort(s)
+	}
+}

@@ -1,0 +1,163 @@
+package smcr
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// client runs the client's side of the handshake (see handshake.go).
+func (h *handshake) client() error {
+	cfg := h.cfg
+	wantV2 := len(cfg.UEIDs) > 0
+	wantV1 := !cfg.NoV1 || !wantV2
+	// Linux always sends header version 2. Its v2-only Proposals leave
+	// the peer ID and MAC zero, yet a Linux server takes both from there
+	// (the MAC as the next hop): this side fills them in.
+	f := smcwire.ProposalFields{CLCHeader: smcwire.CLCHeader{Version: 2, TypeV1: smcwire.TypeN, TypeV2: smcwire.TypeN},
+		PeerID: h.st.peerID, GID: gidOf(h.st.gid), MAC: h.st.mac}
+	if wantV1 {
+		f.TypeV1 = smcwire.TypeR
+		f.IPArea = ipArea(h.st.key.Addr())
+	}
+	if wantV2 {
+		f.TypeV2 = smcwire.TypeR
+		// Max links 2, as Linux proposes: a Linux server then offers a
+		// second link (ADD_LINK), which this side rejects at once.
+		v := &smcwire.ProposalV2Ext{Release: 1, RoCEGID: gidOf(h.st.gid),
+			MaxConns: uint8(cfg.MaxConnsPerLinkGroup), MaxLinks: 2, FeatureMask: featureMask}
+		for _, u := range cfg.UEIDs {
+			v.UserEIDs = append(v.UserEIDs, smcwire.EIDFrom(u))
+		}
+		f.V2Ext = v
+	}
+	if err := writeCLC(h.tcp, smcwire.AppendProposal(nil, &f), cfg.HandshakeTimeout); err != nil {
+		return err
+	}
+	h.clcVersion = 2
+	m, err := h.waitCLC("Accept")
+	if err != nil {
+		return err
+	}
+	h.clcVersion = min(m.Version(), 2)
+	if m.Type() != smcwire.CLCAccept {
+		return fmt.Errorf("smcr: expected a CLC Accept, got %v", m.Type())
+	}
+	a, err := smcwire.ParseAcceptConfirm(m)
+	if err != nil {
+		return fmt.Errorf("smcr: a malformed CLC Accept: %w", err)
+	}
+	switch {
+	case a.Version() >= 2 && wantV2:
+		h.v2 = true
+		h.eid = a.EID() // Linux's client takes it unchecked
+	case a.Version() == 1 && wantV1:
+	default:
+		return decline(smcwire.DiagModeUnsupp, "the server chose SMC version %d, which this side did not propose", a.Version())
+	}
+	if h.v2 && a.FirstContact() {
+		if !a.HasFirstContactExt() {
+			return decline(smcwire.DiagSyncErr, "a v2 first-contact Accept without its extension")
+		}
+		// The client adopts the server's limits (and echoes them).
+		if a.Release() >= 1 {
+			if a.MaxConns() < 16 {
+				return decline(smcwire.DiagMaxConnErr, "the server's max connections %d is below 16", a.MaxConns())
+			}
+			if a.MaxLinks() < 1 || a.MaxLinks() > 2 {
+				return decline(smcwire.DiagMaxLinkErr, "the server's max links %d is not 1 or 2", a.MaxLinks())
+			}
+		}
+	}
+	if err := h.clientLinkGroup(a); err != nil {
+		return err
+	}
+	if err := h.newConn(); err != nil {
+		return err
+	}
+	sc := h.sc
+	sc.attachPeer(a.AlertToken(), a.RMBRKey(), a.RMBVA(), a.RMBESize())
+	if h.first {
+		err := h.g.lnk.connect(a.QPN(), a.PSN(), a.GID(), a.MAC(), peerMTU(h.ourMTU(), a.QPMTU()))
+		if err != nil {
+			return decline(smcwire.DiagErrRdyLnk, "%v", err)
+		}
+	}
+	if err := writeCLC(h.tcp, h.acceptConfirm(true), cfg.HandshakeTimeout); err != nil {
+		return err
+	}
+	if h.first {
+		if err := h.clientConfirmLink(); err != nil {
+			return err
+		}
+	}
+	h.unlockPending()
+	return nil
+}
+
+// knownEID reports whether e is one of this side's UEIDs.
+func (h *handshake) knownEID(e smcwire.EID) bool {
+	for _, u := range h.cfg.UEIDs {
+		if smcwire.EIDFrom(u) == e {
+			return true
+		}
+	}
+	return false
+}
+
+// clientLinkGroup creates the link group of a first contact, or finds the
+// existing one the server chose (its GID and QP).
+func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
+	peerGID := a.GID()
+	if !a.FirstContact() {
+		h.g = h.st.findLinkGroup(roleClient, h.v2, a.PeerID(), peerGID, func(g *linkGroup) bool {
+			return g.lnk.peerQPN == a.QPN()
+		})
+		if h.g == nil {
+			return decline(smcwire.DiagNoSrvLink, "the server reuses a link group (GID %v, QP %#x) this side does not have", peerGID, a.QPN())
+		}
+		return nil
+	}
+	h.pending = firstContactLock(h.st, roleClient)
+	h.pending.Lock()
+	g, err := newLinkGroup(h.st, roleClient, h.v2, a.PeerID(), peerGID, h.cfg)
+	if err != nil {
+		return decline(smcwire.DiagMem, "%v", err)
+	}
+	g.eid = h.eid
+	g.maxLinks = 2
+	if a.HasFirstContactExt() {
+		g.peerHost = a.Hostname().String()
+		g.release = a.Release()
+		if a.Release() >= 1 {
+			g.maxConns, g.maxLinks = int(a.MaxConns()), int(a.MaxLinks())
+		}
+	}
+	g.reserved = 1
+	h.g, h.first = g, true
+	return nil
+}
+
+// clientConfirmLink waits for the server's CONFIRM_LINK over the new link
+// (4 s, as Linux's client), answers it, and makes the group ready.
+func (h *handshake) clientConfirmLink() error {
+	g := h.g
+	select {
+	case m := <-g.cnfLnk:
+		cl := smcwire.ConfirmLink(m)
+		if cl.SenderQPN() != g.lnk.peerQPN {
+			return decline(smcwire.DiagSyncErr, "CONFIRM_LINK from QP %#x, the link's peer is %#x", cl.SenderQPN(), g.lnk.peerQPN)
+		}
+	case <-g.lnk.dead:
+		return decline(smcwire.DiagTimeoutCL, "the link failed before CONFIRM_LINK: %v", g.lnk.downErr)
+	case <-timeAfter(clientConfirmLinkWait):
+		return decline(smcwire.DiagTimeoutCL, "no CONFIRM_LINK within %v", clientConfirmLinkWait)
+	}
+	if err := g.sendLLC(g.confirmLinkMsg(true), g.stop); err != nil {
+		return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK response: %v", err)
+	}
+	g.mu.Lock()
+	g.ready = true
+	g.mu.Unlock()
+	return nil
+}

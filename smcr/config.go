@@ -1,0 +1,185 @@
+package smcr
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// Signalling says how a connection learns that its peer speaks SMC.
+type Signalling uint8
+
+const (
+	// SignalAuto uses the TCP option when the process may (SignalOption),
+	// and otherwise speaks SMC only to peers Config.PeerSpeaksSMC names
+	// (SignalConfigured).
+	SignalAuto Signalling = iota
+	// SignalOption puts the SMC TCP option into the handshake with a
+	// sock_ops BPF program (needs CAP_BPF and CAP_NET_ADMIN), as Linux
+	// requires: a kernel peer then chooses SMC-R. Listen and Dial fail
+	// when the program cannot be loaded.
+	SignalOption
+	// SignalConfigured sends no option (an unprivileged process cannot):
+	// SMC is spoken only when Config.PeerSpeaksSMC says the peer does, on
+	// both sides; everything else is plain TCP. A Linux peer always falls
+	// back in this mode, since it requires the option.
+	SignalConfigured
+)
+
+func (s Signalling) String() string {
+	switch s {
+	case SignalOption:
+		return "tcp-option"
+	case SignalConfigured:
+		return "configured"
+	}
+	return "auto"
+}
+
+// CQDesign chooses how a link's completions reach their handlers.
+type CQDesign uint8
+
+const (
+	// CQPooled takes each link's CQ from a cq.Pool and names each work
+	// request's handler in its completion (ib_cqe): the design Linux
+	// moved SMC-R to ("transition to RDMA core CQ pooling"). The default.
+	CQPooled CQDesign = iota
+	// CQLegacy is SMC-R's design before that change: one send and one
+	// receive CQ per device, a tasklet-like poller, wr_id sequence numbers
+	// looked up in each link's pending slots (cq.Legacy). For comparison.
+	CQLegacy
+)
+
+func (d CQDesign) String() string {
+	if d == CQLegacy {
+		return "legacy"
+	}
+	return "pooled"
+}
+
+// Config configures SMC-R listeners and dialers. The zero value works: a
+// device on the TCP connection's local address, 64 KiB buffers, the CQ
+// pool, the TCP option when the process may send it.
+type Config struct {
+	// Device is the local address of the goroce device the connections
+	// use (its RoCEv2 GID is this address). Zero means the TCP
+	// connection's local address. One device serves every listener and
+	// dialer of the process that names it.
+	Device netip.Addr
+	// DevicePort is the device's UDP port (0: 4791, RoCEv2's).
+	DevicePort uint16
+
+	// Signalling: see Signalling (default SignalAuto).
+	Signalling Signalling
+	// PeerSpeaksSMC, in SignalConfigured mode (or SignalAuto without
+	// privileges), says the peer speaks SMC although no option said so:
+	// the client sends a CLC Proposal, the server expects one. Both sides
+	// must set it.
+	PeerSpeaksSMC bool
+
+	// UEIDs are the user-defined EIDs SMC-Rv2 negotiates (as `smcr ueid
+	// add` sets them on Linux). Without one only SMC-Rv1 is proposed; a
+	// Linux peer on Soft-RoCE needs v2 (it has no RoCEv1 GIDs).
+	UEIDs []string
+	// NoV1 stops a client from offering SMC-R v1 beside v2.
+	NoV1 bool
+
+	// SendBufSize and RecvBufSize are each connection's send buffer and
+	// RMB (the buffer the peer writes into) in bytes, rounded up to a
+	// power of two from 16 KiB to 1 MiB (0: 64 KiB each, as Linux).
+	SendBufSize, RecvBufSize int
+
+	// CQ chooses the completion design (default CQPooled).
+	CQ CQDesign
+	// MaxConnsPerLinkGroup caps the connections of one link group (0:
+	// 255, SMC's maximum). The CQ-pooling experiment used 32.
+	MaxConnsPerLinkGroup int
+	// LinkGroupLinger is how long a link group without connections stays
+	// up for reuse (0: 10 minutes, as Linux).
+	LinkGroupLinger time.Duration
+	// TestLinkInterval is how long a link stays idle before a TEST_LINK
+	// checks it (0: 30 s, Linux's default; negative: never).
+	TestLinkInterval time.Duration
+
+	// HandshakeTimeout bounds each wait for a CLC message (0: 6 s, as
+	// Linux; the whole handshake takes at most a few of them).
+	HandshakeTimeout time.Duration
+	// MaxPendingHandshakes bounds the handshakes a listener runs at once
+	// (0: 256): a flood of connections that never finish their CLC
+	// exchange cannot take more.
+	MaxPendingHandshakes int
+	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
+	Hostname string
+}
+
+const (
+	defaultBufSize         = 64 << 10
+	minBufSize             = 16 << 10
+	maxBufSize             = 1 << 20
+	defaultMaxConns        = 255
+	defaultLinger          = 10 * time.Minute
+	defaultTestLink        = 30 * time.Second
+	defaultHandshakeWait   = 6 * time.Second
+	defaultPendingHandshks = 256
+)
+
+// withDefaults returns c with every zero field set to its default, or an
+// error naming a field that is out of range.
+func (c Config) withDefaults() (Config, error) {
+	if c.DevicePort == 0 {
+		c.DevicePort = 4791
+	}
+	var err error
+	if c.SendBufSize, err = bufSize("SendBufSize", c.SendBufSize); err != nil {
+		return c, err
+	}
+	if c.RecvBufSize, err = bufSize("RecvBufSize", c.RecvBufSize); err != nil {
+		return c, err
+	}
+	switch {
+	case c.MaxConnsPerLinkGroup == 0:
+		c.MaxConnsPerLinkGroup = defaultMaxConns
+	case c.MaxConnsPerLinkGroup < 1 || c.MaxConnsPerLinkGroup > defaultMaxConns:
+		return c, fmt.Errorf("smcr: MaxConnsPerLinkGroup %d out of range 1..%d", c.MaxConnsPerLinkGroup, defaultMaxConns)
+	}
+	if c.LinkGroupLinger <= 0 {
+		c.LinkGroupLinger = defaultLinger
+	}
+	if c.TestLinkInterval == 0 {
+		c.TestLinkInterval = defaultTestLink
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = defaultHandshakeWait
+	}
+	if c.MaxPendingHandshakes <= 0 {
+		c.MaxPendingHandshakes = defaultPendingHandshks
+	}
+	if c.Hostname == "" {
+		c.Hostname, _ = os.Hostname()
+	}
+	for _, u := range c.UEIDs {
+		if len(u) == 0 || len(u) > len(smcwire.EID{}) {
+			return c, fmt.Errorf("smcr: UEID %q must be 1 to 32 characters", u)
+		}
+	}
+	return c, nil
+}
+
+// bufSize rounds n up to a power of two within the RMB sizes SMC-R can
+// announce (16 KiB << code).
+func bufSize(name string, n int) (int, error) {
+	if n == 0 {
+		return defaultBufSize, nil
+	}
+	if n < 0 || n > maxBufSize {
+		return 0, fmt.Errorf("smcr: %s %d out of range (up to %d bytes)", name, n, maxBufSize)
+	}
+	size := minBufSize
+	for size < n {
+		size <<= 1
+	}
+	return size, nil
+}

@@ -1,0 +1,71 @@
+package smcr
+
+import (
+	"sync"
+	"time"
+)
+
+// deadline is one direction's deadline of an SMC-R connection, for
+// net.Conn's SetReadDeadline and SetWriteDeadline: a channel that is
+// closed once the deadline has passed, so that a blocked Read or Write
+// selects on it beside its wake-up. Setting a new deadline re-opens it.
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{}
+}
+
+func newDeadline() *deadline { return &deadline{cancel: make(chan struct{})} }
+
+// set arms the deadline for t; the zero time means none.
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the timer fired: its close happened, wait is done
+	}
+	d.timer = nil
+	closed := isClosed(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		cancel := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(cancel) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+// wait returns the channel that is closed when the deadline passes.
+func (d *deadline) wait() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+// stop releases the timer.
+func (d *deadline) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

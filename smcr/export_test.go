@@ -1,0 +1,50 @@
+package smcr
+
+import (
+	"net"
+
+	"github.com/goroce/goroce/rocev2"
+)
+
+// SetBackendWrapper makes the stacks opened from now on wrap their UDP
+// backend with wrap (a fault injector, a capture tap); nil restores the
+// plain backend. Tests only.
+func SetBackendWrapper(wrap func(rocev2.Backend) rocev2.Backend) { backendWrapper = wrap }
+
+// StackStats are a stack's counters of bad peer input, for tests.
+type StackStats struct {
+	BadCDC, BadLLC, UnknownToken, StaleCDC, CDCViolation uint64
+	RKeysDeleted, RKeysUnconfirmed                       uint64
+}
+
+// StatsOf returns the counters of the stack a connection uses.
+func StatsOf(c *Conn) StackStats { return StatsFunc(c)() }
+
+// StatsFunc returns a function that reads the counters of the stack a
+// connection uses, also after the connection and the stack closed.
+func StatsFunc(c *Conn) func() StackStats {
+	s := &c.smc.g.st.stats
+	return func() StackStats {
+		return StackStats{s.badCDC.Load(), s.badLLC.Load(), s.unknownToken.Load(), s.staleCDC.Load(), s.cdcViolation.Load(),
+			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load()}
+	}
+}
+
+// OpenStacks returns how many stacks (devices) the process has open.
+func OpenStacks() int {
+	stacks.Lock()
+	defer stacks.Unlock()
+	return len(stacks.m)
+}
+
+// Pending returns the bytes that have arrived on an SMC-R connection and
+// are not read yet.
+func Pending(c net.Conn) int {
+	sc, ok := c.(*Conn)
+	if !ok || sc.smc == nil {
+		return 0
+	}
+	sc.smc.mu.Lock()
+	defer sc.smc.mu.Unlock()
+	return int(sc.smc.produced - sc.smc.consumed)
+}

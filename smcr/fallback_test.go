@@ -1,0 +1,150 @@
+package smcr_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/smcr"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// A peer that does not speak SMC gets plain TCP on the same connection,
+// its bytes untouched: an smcr client against a net.Listen server, an
+// smcr server against a net.Dial client (which may even speak first, or
+// wait for the server), and peers whose configurations do not say SMC.
+func TestFallbackToPlainTCP(t *testing.T) {
+	noLeaks(t)
+	payload := bytes.Repeat([]byte{0xE2, 0xD4, 0xC3}, 1000) // almost an eyecatcher, then not
+	tests := []struct {
+		name     string
+		smcSrv   bool // the server is smcr (else net.Listen)
+		smcCli   bool // the client is smcr (else net.Dial)
+		speaks   bool // PeerSpeaksSMC on the smcr side(s)
+		srvFirst bool // the server speaks first
+		wantDiag smcwire.DiagCode
+	}{
+		{"smcr client, TCP server, not configured", false, true, false, false, smcwire.DiagPeerNoSMC},
+		{"TCP client, smcr server, client speaks first", true, false, true, false, smcwire.DiagPeerNoSMC},
+		{"TCP client, smcr server, not configured", true, false, false, true, smcwire.DiagPeerNoSMC},
+		{"both smcr, neither configured", true, true, false, false, smcwire.DiagPeerNoSMC},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.PeerSpeaksSMC = tt.speaks
+			cfg.HandshakeTimeout = time.Second
+			n := nextNet.Add(1)
+			srvAddr := netip.AddrFrom4([4]byte{127, 77, byte(n), 1})
+			cliAddr := netip.AddrFrom4([4]byte{127, 77, byte(n), 2})
+			var ln net.Listener
+			var err error
+			if tt.smcSrv {
+				ln, err = smcr.Listen("tcp", netip.AddrPortFrom(srvAddr, 0).String(), &cfg)
+			} else {
+				ln, err = net.Listen("tcp", netip.AddrPortFrom(srvAddr, 0).String())
+			}
+			require.NoError(t, err)
+			defer ln.Close()
+			type res struct {
+				c   net.Conn
+				err error
+			}
+			acc := make(chan res, 1)
+			go func() {
+				c, err := ln.Accept()
+				acc <- res{c, err}
+			}()
+			var c net.Conn
+			if tt.smcCli {
+				d := smcr.Dialer{Config: cfg, LocalAddr: cliAddr}
+				c, err = d.DialContext(context.Background(), "tcp", ln.Addr().String())
+			} else {
+				nd := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(cliAddr, 0))}
+				c, err = nd.Dial("tcp", ln.Addr().String())
+			}
+			require.NoError(t, err)
+			defer c.Close()
+			if tt.smcCli {
+				i := requireMode(t, c, smcr.ModeFallback)
+				require.Equal(t, tt.wantDiag, i.Fallback)
+			}
+			writer, reader := c, net.Conn(nil)
+			if tt.srvFirst {
+				r := <-acc
+				require.NoError(t, r.err)
+				defer r.c.Close()
+				writer, reader = r.c, c
+			}
+			go func() {
+				writer.Write(payload)
+				writer.(interface{ CloseWrite() error }).CloseWrite()
+			}()
+			if reader == nil {
+				r := <-acc
+				require.NoError(t, r.err)
+				defer r.c.Close()
+				reader = r.c
+			}
+			if tt.smcSrv {
+				s := reader
+				if tt.srvFirst {
+					s = writer
+				}
+				i := requireMode(t, s, smcr.ModeFallback)
+				require.Equal(t, tt.wantDiag, i.Fallback)
+			}
+			require.NoError(t, reader.SetReadDeadline(time.Now().Add(30*time.Second)))
+			got, err := io.ReadAll(reader)
+			require.NoError(t, err)
+			require.Equal(t, payload, got, "bytes untouched")
+		})
+	}
+}
+
+// A client configured to believe its peer speaks SMC, against a server
+// that does not: the Proposal goes unanswered, and Dial fails (as Linux's
+// connect does) rather than fall back onto a stream the server has read a
+// CLC message from.
+func TestUnansweredProposalFailsTheDial(t *testing.T) {
+	noLeaks(t)
+	n := nextNet.Add(1)
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 77, byte(n), 1}), 0).String())
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	cfg := testConfig()
+	cfg.HandshakeTimeout = 50 * time.Millisecond
+	d := smcr.Dialer{Config: cfg, LocalAddr: netip.AddrFrom4([4]byte{127, 77, byte(n), 2})}
+	_, err = d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	require.ErrorContains(t, err, "no CLC Accept within")
+}
+
+// A Decline from the peer makes both sides fall back on the same
+// connection: here the server has no UEID in common with a v2-only client.
+func TestFallbackOnDecline(t *testing.T) {
+	noLeaks(t)
+	p := newPair(t, func(c *smcr.Config) { c.UEIDs = []string{"SERVER-ONLY"} })
+	p.d.Config.UEIDs = []string{"CLIENT-ONLY"}
+	p.d.Config.NoV1 = true
+	c, s := p.dial(t)
+	ic := requireMode(t, c, smcr.ModeFallback)
+	require.Equal(t, "peer", ic.FallbackBy)
+	require.Equal(t, smcwire.DiagNoUEID, ic.PeerDiagnosis)
+	is := requireMode(t, s, smcr.ModeFallback)
+	require.Equal(t, smcwire.DiagNoUEID, is.Fallback)
+	require.Equal(t, "local", is.FallbackBy)
+	exchange(t, c, s, 100000)
+}

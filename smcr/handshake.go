@@ -1,0 +1,282 @@
+package smcr
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// The CLC handshake over the TCP connection, as Linux runs it:
+//
+//	client                                  server
+//	Proposal (v2 ext: UEIDs, RoCEv2 GID) ─▶
+//	                                         first contact: new link group, QP in INIT
+//	                                         subsequent: CONFIRM_RKEY of the new RMB (LLC)
+//	                                    ◀─ Accept (QPN, PSN, MTU, RMB rkey/VA, token)
+//	first contact: QP to RTR/RTS
+//	subsequent: CONFIRM_RKEY (LLC)
+//	Confirm (the same of the client) ───▶
+//	                                         first contact: QP to RTR/RTS,
+//	                                    ◀─── CONFIRM_LINK (LLC, over the new link)
+//	CONFIRM_LINK response ──────────────▶
+//
+// A Decline at any point before the connection is used, or any failure
+// there (then this side sends the Decline), leaves both ends on the TCP
+// connection as it is: a fallback. First contacts to one peer are
+// serialized per device (Linux's smc_server_lgr_pending), so that a burst
+// of connections to a new peer builds one link group and fills it, rather
+// than one group each.
+
+// handshake is one connection's CLC exchange.
+type handshake struct {
+	cfg  *Config
+	st   *stack
+	tcp  *net.TCPConn
+	rd   *clcReader
+	role role
+	info ConnInfo
+
+	g     *linkGroup
+	first bool
+	sc    *smcConn
+	v2    bool
+	eid   smcwire.EID
+	// clcVersion is the CLC version of this side's Declines: the
+	// Proposal's (server), the Accept's once it came (client).
+	clcVersion uint8
+	gotCLC     bool        // a CLC message came from the peer
+	pending    *sync.Mutex // the first-contact lock held, if any
+}
+
+// declineErr is a failure that ends the handshake with a Decline (to send
+// or received) and a fallback.
+type declineErr struct {
+	diag smcwire.DiagCode
+	peer bool // the peer declined
+	err  error
+}
+
+func (e *declineErr) Error() string {
+	if e.peer {
+		return fmt.Sprintf("smcr: the peer declined SMC-R (%v)", e.diag)
+	}
+	return fmt.Sprintf("smcr: SMC-R declined (%v): %v", e.diag, e.err)
+}
+
+func decline(diag smcwire.DiagCode, format string, args ...any) error {
+	return &declineErr{diag: diag, err: fmt.Errorf(format, args...)}
+}
+
+// firstContactLocks serialize first contacts per stack and role.
+var firstContactLocks sync.Map // key: *stack + role
+
+type fcKey struct {
+	st   *stack
+	role role
+}
+
+func firstContactLock(st *stack, r role) *sync.Mutex {
+	m, _ := firstContactLocks.LoadOrStore(fcKey{st, r}, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+// unlockPending releases the first-contact lock if this handshake holds it.
+func (h *handshake) unlockPending() {
+	if h.pending != nil {
+		h.pending.Unlock()
+		h.pending = nil
+	}
+}
+
+// abandon undoes a failed handshake's link group work.
+func (h *handshake) abandon() {
+	if h.g == nil {
+		h.unlockPending()
+		return
+	}
+	if h.first {
+		// The group never became ready: end it now.
+		h.g.lnk.fail(errors.New("smcr: handshake of the link group's first connection failed"))
+	}
+	if h.sc != nil {
+		_ = h.sc.sndMR.Deregister()
+		if h.sc.token != 0 {
+			h.g.removeConn(h.sc)
+		} else {
+			h.g.unreserve()
+		}
+		// The peer may know the RMB's rkey already (CONFIRM_RKEY, or
+		// CLC): it goes the way of a closed connection's.
+		h.g.deleteRKeyLater(h.sc.rmbMR)
+	} else {
+		h.g.unreserve()
+	}
+	h.unlockPending()
+}
+
+// featureMask is the v2 feature mask Linux announces (bit 0: emulated
+// ISM); an SMC-R peer echoes it, no more.
+const featureMask = 0x0001
+
+// sendDecline tells the peer why this side falls back (best effort), in
+// Linux's layout: version 2 (44 bytes) unless the exchange is version 1
+// (28).
+func (h *handshake) sendDecline(diag smcwire.DiagCode) {
+	// Never the out-of-sync bit: Linux 6.12 dereferences a link group
+	// the socket may not have yet when it gets one early.
+	f := smcwire.DeclineFields{CLCHeader: smcwire.CLCHeader{Version: h.clcVersion},
+		PeerID: h.st.peerID, Diagnosis: diag}
+	if f.Version >= 2 {
+		f.OSType = smcwire.OSLinux
+	}
+	_ = writeCLC(h.tcp, smcwire.AppendDecline(nil, &f), h.cfg.HandshakeTimeout)
+}
+
+// ourMTU is the QP MTU this side offers: the device port's active MTU.
+func (h *handshake) ourMTU() smcwire.QPMTU {
+	return smcwire.QPMTU(h.st.dev.Port().ActiveMTU)
+}
+
+// newConn creates the connection's buffers on h.g and registers it there.
+func (h *handshake) newConn() error {
+	sc, err := newSMCConn(h.g, h.cfg)
+	if err != nil {
+		return decline(smcwire.DiagErrRegBuf, "%v", err)
+	}
+	h.sc = sc
+	h.g.addConn(sc)
+	if !h.first {
+		// A later connection's RMB is announced on the link before the
+		// peer learns of it in CLC.
+		if err := h.g.confirmRKeyFlow(sc.rmbMR); err != nil {
+			return decline(smcwire.DiagErrRTok, "CONFIRM_RKEY: %v", err)
+		}
+	}
+	return nil
+}
+
+// acceptConfirm builds this side's Accept (server) or Confirm (client).
+func (h *handshake) acceptConfirm(confirm bool) []byte {
+	l, sc := h.g.lnk, h.sc
+	f := smcwire.AcceptConfirmFields{
+		CLCHeader: smcwire.CLCHeader{Version: 1, FirstContact: h.first, TypeV1: smcwire.TypeR},
+		Confirm:   confirm, PeerID: h.st.peerID, GID: gidOf(h.st.gid), MAC: h.st.mac,
+		QPN: l.qp.QPN(), RMBRKey: sc.rmbMR.RKey(), RMBEIndex: 1, AlertToken: sc.token,
+		RMBESizeCode: smcwire.RMBESizeCode(len(sc.rmb)), QPMTU: h.ourMTU(), RMBVA: sc.rmbMR.VA(),
+		PSN: uint32(l.psn),
+	}
+	if confirm {
+		f.QPMTU = smcwire.QPMTU(l.mtu) // the path MTU both chose
+	}
+	if h.v2 {
+		f.Version, f.EID = 2, h.eid
+		if h.first {
+			f.FirstContactExt = &smcwire.FirstContactExt{
+				V2Direct: true, OSType: smcwire.OSLinux, Release: h.g.release,
+				Hostname: smcwire.HostnameFrom(h.cfg.Hostname),
+				MaxConns: uint8(h.g.maxConns), MaxLinks: uint8(h.g.maxLinks), FeatureMask: featureMask,
+			}
+			if confirm {
+				f.GIDs = []smcwire.GID{gidOf(h.st.gid)}
+			}
+		}
+	}
+	return smcwire.AppendAcceptConfirm(nil, &f)
+}
+
+// peerMTU is the path MTU of a link: the lower of the two sides' offers.
+func peerMTU(ours, theirs smcwire.QPMTU) rocev2.MTU {
+	m := min(ours, theirs)
+	if m < 1 {
+		m = 1
+	}
+	return rocev2.MTU(m)
+}
+
+// finishConn turns the handshake into an SMC-R Conn.
+func (h *handshake) finishConn(c *Conn) {
+	c.smc = h.sc
+	h.sc.c = c
+	c.st = h.st
+	c.info.Mode = ModeSMCRv1
+	if h.v2 {
+		c.info.Mode = ModeSMCRv2
+		c.info.EID = h.eid.String()
+	}
+	c.info.FirstContact = h.first
+	c.info.PeerHost = h.g.peerHost
+}
+
+// waitCLC reads the next CLC message. As in Linux, a message that cannot
+// be read (a timeout, a malformed message, the peer closing) is a hard
+// error: no Decline, no fallback, the connection closes (a CLC message
+// arriving after a fallback would corrupt the stream). A Decline in place
+// of the message is the peer's fallback; with the out-of-sync bit it also
+// ends the link group the peer no longer agrees on.
+func (h *handshake) waitCLC(what string) (smcwire.CLC, error) {
+	m, err := h.rd.next(h.cfg.HandshakeTimeout)
+	if err == nil {
+		h.gotCLC = true
+	}
+	if err != nil {
+		if errors.Is(err, errCLCTimeout) {
+			return nil, fmt.Errorf("smcr: no CLC %s within %v: %w", what, h.cfg.HandshakeTimeout, err)
+		}
+		return nil, err
+	}
+	if m.Type() == smcwire.CLCDecline {
+		d, err := smcwire.ParseDecline(m)
+		if err != nil {
+			return nil, fmt.Errorf("smcr: a malformed CLC Decline: %w", err)
+		}
+		if d.OutOfSync() && h.g != nil && !h.first {
+			h.g.lnk.fail(fmt.Errorf("smcr: the peer declined out of sync (%v)", d.Diagnosis()))
+		}
+		return nil, &declineErr{diag: d.Diagnosis(), peer: true, err: fmt.Errorf("the peer declined (%v)", d.Diagnosis())}
+	}
+	return m, nil
+}
+
+// ipArea returns the v1 IP area of a device address: its subnet and prefix
+// length on the host's interface (/32, or /128, when none has it).
+func ipArea(a netip.Addr) *smcwire.IPArea {
+	bits := a.BitLen()
+	if ifs, err := net.InterfaceAddrs(); err == nil {
+		for _, ia := range ifs {
+			if n, ok := ia.(*net.IPNet); ok {
+				if p, ok := netip.AddrFromSlice(n.IP); ok && p.Unmap() == a {
+					ones, _ := n.Mask.Size()
+					bits = ones
+				}
+			}
+		}
+	}
+	pfx, _ := a.Prefix(bits)
+	if a.Is4() {
+		return &smcwire.IPArea{Subnet: pfx.Addr(), PrefixLen: uint8(bits)}
+	}
+	return &smcwire.IPArea{Subnet: netip.IPv4Unspecified(),
+		IPv6Prefixes: []smcwire.IPv6Prefix{{Addr: pfx.Addr(), Len: uint8(bits)}}}
+}
+
+// subnetMatches reports whether a client's v1 IP area puts it on the
+// server's subnet (Linux declines with "IP prefix/subnet mismatch"
+// otherwise).
+func subnetMatches(p smcwire.Proposal, ours netip.Addr) bool {
+	if ours.Is4() {
+		pfx, err := p.Subnet().Prefix(int(p.PrefixLen()))
+		return err == nil && pfx.Contains(ours)
+	}
+	for i := range p.NumIPv6Prefixes() {
+		e := p.IPv6Prefix(i)
+		if pfx, err := e.Addr.Prefix(int(e.Len)); err == nil && pfx.Contains(ours) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,176 @@
+package smcr
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// How long each side waits for CONFIRM_LINK (Linux: the server waits 2 s
+// for the response, the client 4 s for the request).
+const (
+	serverConfirmLinkWait = 2 * time.Second
+	clientConfirmLinkWait = 4 * time.Second
+)
+
+var timeAfter = time.After
+
+// server runs the server's side of the handshake (see handshake.go).
+func (h *handshake) server() error {
+	cfg := h.cfg
+	m, err := h.waitCLC("Proposal")
+	if err != nil {
+		return err
+	}
+	if m.Type() != smcwire.CLCProposal {
+		return fmt.Errorf("smcr: expected a CLC Proposal, got %v", m.Type())
+	}
+	h.clcVersion = min(max(m.Version(), 1), 2)
+	p, err := smcwire.ParseProposal(m)
+	if err != nil {
+		return fmt.Errorf("smcr: a malformed CLC Proposal: %w", err)
+	}
+	peerGID := p.GID()
+	switch {
+	case p.Version() >= 2 && p.TypeV2().HasR() && p.HasV2Ext() && len(cfg.UEIDs) > 0 && h.commonEID(p):
+		h.v2 = true
+		peerGID = p.RoCEGID()
+	case p.TypeV1().HasR() && p.HasIPArea():
+		if !subnetMatches(p, h.st.key.Addr()) {
+			return decline(smcwire.DiagDiffPrefix, "the client's IP area is not this device's subnet")
+		}
+	case p.TypeV2().HasR() && p.HasV2Ext():
+		return decline(smcwire.DiagNoUEID, "no UEID in common with the client")
+	default:
+		return decline(smcwire.DiagModeUnsupp, "the client offers no SMC-R variant this side speaks")
+	}
+	// v2 release 1 negotiates the group's limits: the lower of both
+	// sides' max connections (at least 16), and one link: this side has
+	// no second path, and a Linux client told max links 2 would wait
+	// three seconds for an ADD_LINK that never comes.
+	maxConns, release := cfg.MaxConnsPerLinkGroup, uint8(0)
+	if h.v2 {
+		release = min(p.Release(), 1)
+		if release >= 1 {
+			maxConns = min(maxConns, int(p.MaxConns()))
+			if maxConns < 16 {
+				return decline(smcwire.DiagMaxConnErr, "max connections per link group %d is below 16", maxConns)
+			}
+			if p.MaxLinks() < 1 {
+				return decline(smcwire.DiagMaxLinkErr, "the client's max links is 0")
+			}
+		}
+	}
+	// One first contact at a time per device: a burst of connections
+	// from a new peer fills the group the first one builds.
+	h.pending = firstContactLock(h.st, roleServer)
+	h.pending.Lock()
+	h.g = h.st.findLinkGroup(roleServer, h.v2, p.PeerID(), peerGID, nil)
+	if h.g != nil {
+		h.unlockPending()
+	} else {
+		c := *cfg
+		c.MaxConnsPerLinkGroup = maxConns
+		g, err := newLinkGroup(h.st, roleServer, h.v2, p.PeerID(), peerGID, &c)
+		if err != nil {
+			return decline(smcwire.DiagMem, "%v", err)
+		}
+		g.eid, g.release = h.eid, release
+		g.reserved = 1
+		h.g, h.first = g, true
+	}
+	if err := h.newConn(); err != nil {
+		return err
+	}
+	if err := writeCLC(h.tcp, h.acceptConfirm(false), cfg.HandshakeTimeout); err != nil {
+		return err
+	}
+	m, err = h.waitCLC("Confirm")
+	if err != nil {
+		return err
+	}
+	if m.Type() != smcwire.CLCConfirm {
+		return fmt.Errorf("smcr: expected a CLC Confirm, got %v", m.Type())
+	}
+	c, err := smcwire.ParseAcceptConfirm(m)
+	if err != nil {
+		return fmt.Errorf("smcr: a malformed CLC Confirm: %w", err)
+	}
+	if c.FirstContact() != h.first {
+		return decline(smcwire.DiagSyncErr, "the client's Confirm disagrees on first contact")
+	}
+	if h.v2 && h.first {
+		if !c.HasFirstContactExt() {
+			return decline(smcwire.DiagSyncErr, "a v2 first-contact Confirm without its extension")
+		}
+		if c.Release() != h.g.release {
+			return decline(smcwire.DiagReleaseErr, "the client's release %d is not the negotiated %d", c.Release(), h.g.release)
+		}
+		if h.g.release >= 1 && int(c.MaxConns()) != h.g.maxConns {
+			return decline(smcwire.DiagMaxConnErr, "the client's max connections %d is not the negotiated %d", c.MaxConns(), h.g.maxConns)
+		}
+		if h.g.release >= 1 && int(c.MaxLinks()) != h.g.maxLinks {
+			return decline(smcwire.DiagMaxLinkErr, "the client's max links %d is not the negotiated %d", c.MaxLinks(), h.g.maxLinks)
+		}
+	}
+	h.sc.attachPeer(c.AlertToken(), c.RMBRKey(), c.RMBVA(), c.RMBESize())
+	if h.first {
+		if c.HasFirstContactExt() {
+			h.g.peerHost = c.Hostname().String()
+		}
+		if err := h.g.lnk.connect(c.QPN(), c.PSN(), c.GID(), c.MAC(), peerMTU(h.ourMTU(), c.QPMTU())); err != nil {
+			return decline(smcwire.DiagErrRdyLnk, "%v", err)
+		}
+		if err := h.serverConfirmLink(); err != nil {
+			return err
+		}
+	}
+	h.unlockPending()
+	return nil
+}
+
+// commonEID picks the first of the client's UEIDs this side has too.
+func (h *handshake) commonEID(p smcwire.Proposal) bool {
+	for i := range p.NumUserEIDs() {
+		if e := p.UserEID(i); h.knownEID(e) {
+			h.eid = e
+			return true
+		}
+	}
+	return false
+}
+
+// serverConfirmLink runs CONFIRM_LINK over the new link and makes the
+// group ready.
+func (h *handshake) serverConfirmLink() error {
+	g := h.g
+	g.flowMu.Lock()
+	select {
+	case <-g.resp:
+	default:
+	}
+	err := g.sendLLC(g.confirmLinkMsg(false), g.stop)
+	g.flowMu.Unlock()
+	if err != nil {
+		return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK: %v", err)
+	}
+	deadline := timeAfter(serverConfirmLinkWait)
+	for {
+		select {
+		case r := <-g.resp:
+			if smcwire.LLCType(r[0]).Base() != smcwire.LLCConfirmLink {
+				continue
+			}
+		case <-g.lnk.dead:
+			return decline(smcwire.DiagTimeoutCL, "the link failed during CONFIRM_LINK: %v", g.lnk.downErr)
+		case <-deadline:
+			return decline(smcwire.DiagTimeoutCL, "no CONFIRM_LINK response within %v", serverConfirmLinkWait)
+		}
+		break
+	}
+	g.mu.Lock()
+	g.ready = true
+	g.mu.Unlock()
+	return nil
+}

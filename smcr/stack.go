@@ -1,0 +1,147 @@
+package smcr
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/rocev2/udp"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// A stack is SMC-R on one goroce device: the device, its protection domain
+// and completion design, the process's SMC peer ID for it, and the link
+// groups whose links live on it. Listeners, dialers and connections that
+// name the same device address share one stack; it is opened by the first
+// and closed when the last reference (a listener, a connection, a link
+// group lingering for reuse) goes away.
+type stack struct {
+	key    netip.AddrPort
+	dev    *device.Device
+	pd     *device.PD
+	cqs    cq.Allocator
+	design CQDesign
+	peerID smcwire.PeerID
+	gid    device.GID // index 1: the RoCEv2 GID of the device's address
+	mac    smcwire.MAC
+
+	stats stackStats
+
+	mu     sync.Mutex // guards refs, lgrs, closed
+	refs   int
+	lgrs   map[*linkGroup]struct{}
+	closed bool
+}
+
+var stacks = struct {
+	sync.Mutex
+	m map[netip.AddrPort]*stack
+}{m: map[netip.AddrPort]*stack{}}
+
+// acquireStack returns the stack of the device at addr:port, opening it on
+// first use, with one more reference.
+func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
+	key := netip.AddrPortFrom(addr.Unmap(), cfg.DevicePort)
+	stacks.Lock()
+	defer stacks.Unlock()
+	if s := stacks.m[key]; s != nil {
+		if s.design != cfg.CQ {
+			return nil, fmt.Errorf("smcr: device %v already runs the %v CQ design; a process uses one design per device", key, s.design)
+		}
+		s.mu.Lock()
+		s.refs++
+		s.mu.Unlock()
+		return s, nil
+	}
+	s, err := openStack(key, cfg.CQ)
+	if err != nil {
+		return nil, err
+	}
+	s.refs = 1
+	stacks.m[key] = s
+	return s, nil
+}
+
+// backendWrapper, set by tests, wraps a new stack's UDP backend.
+var backendWrapper func(rocev2.Backend) rocev2.Backend
+
+func openStack(key netip.AddrPort, design CQDesign) (*stack, error) {
+	be, err := udp.Open(udp.Config{Addr: key})
+	if err != nil {
+		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
+	}
+	var b rocev2.Backend = be
+	if backendWrapper != nil {
+		b = backendWrapper(b)
+	}
+	dev, err := device.New(device.Config{Name: "goroce-smc", Backend: b})
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, lgrs: map[*linkGroup]struct{}{}}
+	devs := []cq.Device{dev}
+	if design == CQLegacy {
+		s.cqs = cq.NewLegacy(cq.LegacyConfig{Devices: devs})
+	} else {
+		s.cqs = cq.NewPool(cq.PoolConfig{Devices: devs})
+	}
+	s.gid, _ = dev.GID(1)
+	s.mac = dev.MAC()
+	// Linux's system identifier: two random bytes and a MAC of the host.
+	if _, err := rand.Read(s.peerID[:2]); err != nil {
+		s.cqs.Close()
+		dev.Close()
+		return nil, err
+	}
+	copy(s.peerID[2:], s.mac[:])
+	return s, nil
+}
+
+// ref takes one more reference on a stack already held.
+func (s *stack) ref() {
+	s.mu.Lock()
+	s.refs++
+	s.mu.Unlock()
+}
+
+// release drops a reference; the last one closes the stack.
+func (s *stack) release() {
+	stacks.Lock()
+	s.mu.Lock()
+	s.refs--
+	last := s.refs == 0 && !s.closed
+	if last {
+		s.closed = true
+		delete(stacks.m, s.key)
+	}
+	s.mu.Unlock()
+	stacks.Unlock()
+	if last {
+		s.cqs.Close()
+		s.dev.Close()
+	}
+}
+
+// gidOf is the smcwire form of a device GID.
+func gidOf(g device.GID) smcwire.GID { return smcwire.GID(g) }
+
+// stackStats counts what the peers of a stack did wrong (every hostile or
+// broken message is dropped and counted, never trusted), and how RMBs left.
+type stackStats struct {
+	rkeysDeleted     atomic.Uint64 // RMBs deregistered after the peer confirmed DELETE_RKEY
+	rkeysUnconfirmed atomic.Uint64 // RMBs kept until the group's QP was gone
+
+	badCDC       atomic.Uint64 // a CDC that does not parse
+	badLLC       atomic.Uint64 // an LLC message that does not parse, or of an unknown type
+	unknownToken atomic.Uint64 // a CDC for no connection of the link group
+	staleCDC     atomic.Uint64 // a CDC with an old sequence number
+	cdcViolation atomic.Uint64 // a CDC whose cursors break the protocol (aborts the connection)
+}
+
+func (s *stack) count(c *atomic.Uint64) { c.Add(1) }
