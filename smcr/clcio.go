@@ -31,9 +31,10 @@ var (
 
 // clcReader reads CLC messages from a TCP connection into one buffer.
 type clcReader struct {
-	c    net.Conn
-	buf  [maxCLCLen]byte
-	read []byte // bytes read before they turned out not to be CLC
+	c       net.Conn
+	buf     [maxCLCLen]byte
+	read    []byte // bytes read before they turned out not to be CLC
+	started bool   // some byte came from the peer
 }
 
 // next reads one CLC message, waiting at most wait. The message is valid
@@ -43,7 +44,9 @@ func (r *clcReader) next(wait time.Duration) (smcwire.CLC, error) {
 	_ = r.c.SetReadDeadline(time.Now().Add(wait))
 	defer r.c.SetReadDeadline(time.Time{})
 	h := r.buf[:smcwire.CLCHeaderLen]
-	if n, err := io.ReadFull(r.c, h); err != nil {
+	n, err := io.ReadFull(r.c, h)
+	r.started = r.started || n > 0
+	if err != nil {
 		r.read = h[:n]
 		if n > 0 && !eyecatcherPrefix(h[:n]) {
 			return nil, errNotCLC
@@ -54,7 +57,7 @@ func (r *clcReader) next(wait time.Duration) (smcwire.CLC, error) {
 		r.read = h
 		return nil, errNotCLC
 	}
-	n := int(h[5])<<8 | int(h[6])
+	n = int(h[5])<<8 | int(h[6])
 	if n < smcwire.CLCHeaderLen || n > maxCLCLen {
 		return nil, fmt.Errorf("smcr: a CLC message announces %d bytes, out of range %d..%d", n, smcwire.CLCHeaderLen, maxCLCLen)
 	}

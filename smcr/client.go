@@ -110,13 +110,20 @@ func (h *handshake) knownEID(e smcwire.EID) bool {
 func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 	peerGID := a.GID()
 	if !a.FirstContact() {
+		known := false
 		h.g = h.st.findLinkGroup(roleClient, h.v2, a.PeerID(), peerGID, func(g *linkGroup) bool {
+			known = true
 			return g.lnk.peerQPN == a.QPN()
 		})
-		if h.g == nil {
-			return decline(smcwire.DiagNoSrvLink, "the server reuses a link group (GID %v, QP %#x) this side does not have", peerGID, a.QPN())
+		switch {
+		case h.g != nil:
+			return nil
+		case known:
+			return decline(smcwire.DiagNoSrvLink, "the server reuses a link group whose link (QP %#x) this side does not have", a.QPN())
 		}
-		return nil
+		// As Linux: out of sync, so that the server ends the group.
+		return &declineErr{diag: smcwire.DiagSyncErr, outOfSync: true,
+			err: fmt.Errorf("the server reuses a link group (peer GID %v) this side does not have", peerGID)}
 	}
 	h.pending = firstContactLock(h.st, roleClient)
 	h.pending.Lock()

@@ -97,8 +97,9 @@ type Config struct {
 	// MaxConnsPerLinkGroup caps the connections of one link group (0:
 	// 255, SMC's maximum). The CQ-pooling experiment used 32.
 	MaxConnsPerLinkGroup int
-	// LinkGroupLinger is how long a link group without connections stays
-	// up for reuse (0: 10 minutes, as Linux).
+	// LinkGroupLinger is how long a server's link group without
+	// connections stays up for reuse (0: 10 minutes, as Linux); a client's
+	// stays 10 s longer, so that the server ends it.
 	LinkGroupLinger time.Duration
 	// TestLinkInterval is how long a link stays idle before a TEST_LINK
 	// checks it (0: 30 s, Linux's default; negative: never).

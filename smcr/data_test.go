@@ -37,6 +37,13 @@ func TestTransferSizes(t *testing.T) {
 // and end with io.EOF after CloseWrite.
 func exchange(t *testing.T, a, b io.ReadWriter, n int) {
 	t.Helper()
+	require.NoError(t, transfer(t, a, b, n))
+}
+
+// transfer sends n bytes each way at once. It returns the first error of
+// a Read or Write; without one, both directions must have arrived intact.
+func transfer(t *testing.T, a, b io.ReadWriter, n int) error {
+	t.Helper()
 	out := [2][]byte{make([]byte, n), make([]byte, n)}
 	pattern(out[0], n)
 	pattern(out[1], n+1)
@@ -70,11 +77,12 @@ func exchange(t *testing.T, a, b io.ReadWriter, n int) {
 	go recv(a, 1)
 	wait(t, &wg, 120*time.Second)
 	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
+	if err := <-errs; err != nil {
+		return err
 	}
 	require.True(t, bytes.Equal(out[0], got[0]), "a→b: %d bytes sent, %d received", len(out[0]), len(got[0]))
 	require.True(t, bytes.Equal(out[1], got[1]), "b→a: %d bytes sent, %d received", len(out[1]), len(got[1]))
+	return nil
 }
 
 // wait waits for wg, failing after limit (a hang guard).

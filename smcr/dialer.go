@@ -77,7 +77,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		var de *declineErr
 		if errors.As(err, &de) && ctx.Err() == nil {
 			if !de.peer {
-				h.sendDecline(de.diag)
+				h.sendDecline(de)
 				return newFallback(tc, sig, info, de.diag, "local", nil), nil
 			}
 			info.PeerDiagnosis = de.diag

@@ -40,9 +40,7 @@ func TestFallbackToPlainTCP(t *testing.T) {
 			cfg := testConfig()
 			cfg.PeerSpeaksSMC = tt.speaks
 			cfg.HandshakeTimeout = time.Second
-			n := nextNet.Add(1)
-			srvAddr := netip.AddrFrom4([4]byte{127, 77, byte(n), 1})
-			cliAddr := netip.AddrFrom4([4]byte{127, 77, byte(n), 2})
+			srvAddr, cliAddr := freshAddrs()
 			var ln net.Listener
 			var err error
 			if tt.smcSrv {
@@ -114,8 +112,8 @@ func TestFallbackToPlainTCP(t *testing.T) {
 // CLC message from.
 func TestUnansweredProposalFailsTheDial(t *testing.T) {
 	noLeaks(t)
-	n := nextNet.Add(1)
-	ln, err := net.Listen("tcp", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 77, byte(n), 1}), 0).String())
+	srvAddr, cliAddr := freshAddrs()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(srvAddr, 0).String())
 	require.NoError(t, err)
 	defer ln.Close()
 	go func() {
@@ -127,7 +125,7 @@ func TestUnansweredProposalFailsTheDial(t *testing.T) {
 	}()
 	cfg := testConfig()
 	cfg.HandshakeTimeout = 50 * time.Millisecond
-	d := smcr.Dialer{Config: cfg, LocalAddr: netip.AddrFrom4([4]byte{127, 77, byte(n), 2})}
+	d := smcr.Dialer{Config: cfg, LocalAddr: cliAddr}
 	_, err = d.DialContext(context.Background(), "tcp", ln.Addr().String())
 	require.ErrorContains(t, err, "no CLC Accept within")
 }
@@ -142,9 +140,9 @@ func TestFallbackOnDecline(t *testing.T) {
 	c, s := p.dial(t)
 	ic := requireMode(t, c, smcr.ModeFallback)
 	require.Equal(t, "peer", ic.FallbackBy)
-	require.Equal(t, smcwire.DiagNoUEID, ic.PeerDiagnosis)
+	require.Equal(t, smcwire.DiagNoSMCDev, ic.PeerDiagnosis, "as Linux: no UEID in common, no v2 device")
 	is := requireMode(t, s, smcr.ModeFallback)
-	require.Equal(t, smcwire.DiagNoUEID, is.Fallback)
+	require.Equal(t, smcwire.DiagNoSMCDev, is.Fallback)
 	require.Equal(t, "local", is.FallbackBy)
 	exchange(t, c, s, 100000)
 }

@@ -58,7 +58,10 @@ type handshake struct {
 type declineErr struct {
 	diag smcwire.DiagCode
 	peer bool // the peer declined
-	err  error
+	// outOfSync: the peer's link group disagrees with this side's (the
+	// Decline carries the out-of-sync bit, and the peer ends that group).
+	outOfSync bool
+	err       error
 }
 
 func (e *declineErr) Error() string {
@@ -126,11 +129,11 @@ const featureMask = 0x0001
 // sendDecline tells the peer why this side falls back (best effort), in
 // Linux's layout: version 2 (44 bytes) unless the exchange is version 1
 // (28).
-func (h *handshake) sendDecline(diag smcwire.DiagCode) {
-	// Never the out-of-sync bit: Linux 6.12 dereferences a link group
-	// the socket may not have yet when it gets one early.
-	f := smcwire.DeclineFields{CLCHeader: smcwire.CLCHeader{Version: h.clcVersion},
-		PeerID: h.st.peerID, Diagnosis: diag}
+func (h *handshake) sendDecline(de *declineErr) {
+	// The out-of-sync bit only from a client, as Linux: a Linux client
+	// that gets one before it has a link group may dereference none.
+	f := smcwire.DeclineFields{CLCHeader: smcwire.CLCHeader{Version: h.clcVersion, FirstContact: de.outOfSync && h.role == roleClient},
+		PeerID: h.st.peerID, Diagnosis: de.diag}
 	if f.Version >= 2 {
 		f.OSType = smcwire.OSLinux
 	}
@@ -154,7 +157,7 @@ func (h *handshake) newConn() error {
 		// A later connection's RMB is announced on the link before the
 		// peer learns of it in CLC.
 		if err := h.g.confirmRKeyFlow(sc.rmbMR); err != nil {
-			return decline(smcwire.DiagErrRTok, "CONFIRM_RKEY: %v", err)
+			return decline(smcwire.DiagErrRegBuf, "CONFIRM_RKEY: %v", err)
 		}
 	}
 	return nil

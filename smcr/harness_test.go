@@ -2,12 +2,16 @@ package smcr_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,16 +20,33 @@ import (
 	"github.com/goroce/goroce/smcr"
 )
 
-// Every test gets two loopback addresses of its own (127.77.N.1 for the
-// server's device, .2 for the client's), so its link groups are its own and
-// no test reuses another's.
-var nextNet atomic.Uint32
+// Every test gets two loopback addresses of its own (.1 for the server's
+// device, .2 for the client's), so its link groups are its own and no test
+// reuses another's. The sequence starts at a random point: other test
+// processes (other packages, other checkouts) may run SMC-R devices at the
+// same time; a server address found in use is skipped.
+var nextNet = func() *atomic.Uint32 {
+	var n atomic.Uint32
+	n.Store(rand.Uint32N(1 << 15))
+	return &n
+}()
+
+// freshAddrs returns the next pair of test addresses: 127.(64..191).x.1
+// and .2.
+func freshAddrs() (srv, cli netip.Addr) {
+	n := nextNet.Add(1) % (1 << 15)
+	b, c := byte(64+n>>8), byte(n)
+	return netip.AddrFrom4([4]byte{127, b, c, 1}), netip.AddrFrom4([4]byte{127, b, c, 2})
+}
 
 // pair is a listener and a dialer on fresh devices.
 type pair struct {
 	ln  net.Listener
 	d   smcr.Dialer
 	cfg smcr.Config
+
+	acceptOnce sync.Once
+	acc        chan accepted
 }
 
 // testConfig is SMC-R without the TCP option (tests run unprivileged too),
@@ -39,14 +60,23 @@ func testConfig() smcr.Config {
 
 func newPair(t testing.TB, mod func(*smcr.Config)) *pair {
 	t.Helper()
-	n := nextNet.Add(1)
-	srv := netip.AddrFrom4([4]byte{127, 77, byte(n), 1})
-	cli := netip.AddrFrom4([4]byte{127, 77, byte(n), 2})
 	cfg := testConfig()
 	if mod != nil {
 		mod(&cfg)
 	}
-	ln, err := smcr.Listen("tcp", netip.AddrPortFrom(srv, 0).String(), &cfg)
+	var (
+		ln  net.Listener
+		cli netip.Addr
+		err error
+	)
+	for range 50 {
+		var srv netip.Addr
+		srv, cli = freshAddrs()
+		ln, err = smcr.Listen("tcp", netip.AddrPortFrom(srv, 0).String(), &cfg)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	return &pair{ln: ln, d: smcr.Dialer{Config: cfg, LocalAddr: cli}, cfg: cfg}
@@ -55,28 +85,58 @@ func newPair(t testing.TB, mod func(*smcr.Config)) *pair {
 // dial returns a connected client and server.
 func (p *pair) dial(t testing.TB) (client, server net.Conn) {
 	t.Helper()
+	c, s, err := p.tryDial(t)
+	require.NoError(t, err)
+	return c, s
+}
+
+// tryDial is dial that returns the dialer's error.
+func (p *pair) tryDial(t testing.TB) (client, server net.Conn, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	acc := make(chan res, 1)
-	go func() {
-		c, err := p.ln.Accept()
-		acc <- res{c, err}
-	}()
 	c, err := p.d.DialContext(ctx, "tcp", p.ln.Addr().String())
-	require.NoError(t, err)
-	var r res
-	select {
-	case r = <-acc:
-	case <-ctx.Done():
-		t.Fatal("accept: hang")
+	if err != nil {
+		return nil, nil, err
 	}
-	require.NoError(t, r.err)
-	t.Cleanup(func() { c.Close(); r.c.Close() })
-	return c, r.c
+	t.Cleanup(func() { c.Close() })
+	for {
+		select {
+		case r, ok := <-p.accepted():
+			if !ok {
+				return nil, nil, errors.New("the listener closed")
+			}
+			if r.c.RemoteAddr().String() != c.LocalAddr().String() {
+				r.c.Close() // the server side of an earlier failed dial
+				continue
+			}
+			t.Cleanup(func() { r.c.Close() })
+			return c, r.c, nil
+		case <-ctx.Done():
+			t.Fatal("accept: hang")
+		}
+	}
+}
+
+type accepted struct{ c net.Conn }
+
+// accepted returns the connections the pair's listener accepts, from one
+// goroutine that runs until the listener closes.
+func (p *pair) accepted() <-chan accepted {
+	p.acceptOnce.Do(func() {
+		p.acc = make(chan accepted, 16)
+		go func() {
+			for {
+				c, err := p.ln.Accept()
+				if err != nil {
+					close(p.acc)
+					return
+				}
+				p.acc <- accepted{c: c}
+			}
+		}()
+	})
+	return p.acc
 }
 
 // requireMode checks a connection's mode.

@@ -93,13 +93,16 @@ var nextLinkGroupID atomic.Uint32
 
 // lingerOf is how long a group of role r stays without connections: a
 // client's 10 s longer than a server's, as Linux (600 s / 610 s), so that
-// the server always ends the group first.
+// the server ends the group (DELETE_LINK) and a client never ends one a
+// server has just chosen for a new connection.
 func lingerOf(r role, linger time.Duration) time.Duration {
-	if r == roleClient && linger >= time.Minute {
-		return linger + 10*time.Second
+	if r == roleClient {
+		return linger + clientExtraLinger
 	}
 	return linger
 }
+
+const clientExtraLinger = 10 * time.Second
 
 // newLinkGroup creates a link group on s with its first link (QP in INIT,
 // receives posted).

@@ -79,6 +79,8 @@ type txSlot struct {
 	// CDC (and so every WRITE before it) has completed.
 	conn  *smcConn
 	ackTo uint64
+	// sent, when set, learns that the SEND completed (true) or failed.
+	sent chan<- bool
 }
 
 // writeEntry is the completion entry of RDMA WRITEs: they are posted
@@ -218,16 +220,19 @@ func (l *link) send(s *txSlot, msg []byte, writes []qp.SendWR) error {
 
 // release returns s unused.
 func (l *link) release(s *txSlot) {
-	s.conn, s.ackTo = nil, 0
+	s.conn, s.ackTo, s.sent = nil, 0, nil
 	l.free <- s
 }
 
 // Done is a send slot's completion.
 func (s *txSlot) Done(wc *cq.WC) {
 	l := s.l
-	c, ackTo := s.conn, s.ackTo
-	s.conn, s.ackTo = nil, 0
+	c, ackTo, sent := s.conn, s.ackTo, s.sent
+	s.conn, s.ackTo, s.sent = nil, 0, nil
 	l.free <- s
+	if sent != nil {
+		sent <- wc.Status.OK() // buffered: never blocks the receive goroutine
+	}
 	if !wc.Status.OK() {
 		l.fail(fmt.Errorf("smcr: a send on the link completed with %v", wc.Status))
 		return

@@ -192,15 +192,16 @@ func (l *Listener) serve(tc *net.TCPConn) *Conn {
 		l.st.release()
 		var de *declineErr
 		switch {
-		case errors.Is(err, errNotCLC), l.sig == nil && !h.gotCLC && errors.Is(err, errCLCTimeout) && len(h.rd.read) == 0:
-			// Not an SMC peer after all (configured signalling): the
-			// bytes read, if any, are the application's; a peer that
+		case !h.gotCLC && errors.Is(err, errNotCLC), l.sig == nil && !h.rd.started && errors.Is(err, errCLCTimeout):
+			// Not an SMC peer after all (configured signalling): its
+			// first bytes, if any, are the application's; a peer that
 			// said nothing may be a TCP client waiting for the server
-			// to speak first.
+			// to speak first. (Anything else that is not CLC after the
+			// exchange began is a broken peer: closed, as Linux.)
 			return newFallback(tc, l.sig, info, smcwire.DiagPeerNoSMC, "local", append([]byte(nil), h.rd.read...))
 		case errors.As(err, &de):
 			if !de.peer {
-				h.sendDecline(de.diag)
+				h.sendDecline(de)
 				return newFallback(tc, l.sig, info, de.diag, "local", nil)
 			}
 			info.PeerDiagnosis = de.diag

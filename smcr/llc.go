@@ -112,7 +112,10 @@ func (g *linkGroup) testLinkFlow() error {
 }
 
 // deleteLinkFlow tells the peer the link group ends (DELETE_LINK, all
-// links); the peer does not answer it.
+// links); the peer does not answer it. As Linux, it waits (up to llcWait)
+// for the SEND to complete: the QP is destroyed next, and a DELETE_LINK
+// lost on the way and never retransmitted would leave the peer's group up
+// until its own linger or TEST_LINK ends it.
 func (g *linkGroup) deleteLinkFlow(reason smcwire.DeleteLinkReason, orderly bool) error {
 	flags := smcwire.LLCFlagDeleteAll
 	if orderly {
@@ -123,7 +126,23 @@ func (g *linkGroup) deleteLinkFlow(reason smcwire.DeleteLinkReason, orderly bool
 	defer cancel()
 	g.flowMu.Lock()
 	defer g.flowMu.Unlock()
-	return g.sendLLC(smcwire.AppendDeleteLink(nil, g.v2, flags, &f), ctx.Done())
+	sl, err := g.lnk.slot(ctx.Done())
+	if err != nil {
+		return err
+	}
+	sent := make(chan bool, 1)
+	sl.sent = sent
+	if err := g.lnk.send(sl, smcwire.AppendDeleteLink(nil, g.v2, flags, &f), nil); err != nil {
+		return err
+	}
+	select {
+	case <-sent:
+		return nil
+	case <-g.lnk.dead:
+		return g.lnk.downErr
+	case <-ctx.Done():
+		return errLLCTimeout
+	}
 }
 
 // confirmRKeyFlow announces a new RMB's rkey (a subsequent contact's) to

@@ -40,8 +40,11 @@ func (h *handshake) server() error {
 		if !subnetMatches(p, h.st.key.Addr()) {
 			return decline(smcwire.DiagDiffPrefix, "the client's IP area is not this device's subnet")
 		}
+	case p.TypeV2().HasR() && p.HasV2Ext() && p.NumUserEIDs() == 0:
+		return decline(smcwire.DiagNoUEID, "the client offers SMC-R v2 without a UEID")
 	case p.TypeV2().HasR() && p.HasV2Ext():
-		return decline(smcwire.DiagNoUEID, "no UEID in common with the client")
+		// As Linux: no UEID in common means no device for v2.
+		return decline(smcwire.DiagNoSMCDev, "no UEID in common with the client (add one both sides know, Config.UEIDs)")
 	default:
 		return decline(smcwire.DiagModeUnsupp, "the client offers no SMC-R variant this side speaks")
 	}
