@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -8,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/smcr"
 	"github.com/goroce/goroce/smcr/smcwire"
+	"github.com/goroce/goroce/smcr/tcpopt"
 )
 
 // What -v prints for each kind of connection.
@@ -56,5 +60,29 @@ func TestDescribe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, describeInfo(tt.info, "connected"))
 		})
+	}
+}
+
+// What smcat says when it cannot send the TCP option (as a user, or on a
+// system without BPF sock_ops): which flag to use, the chain with -v.
+func TestSetupError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("smcr: ...: %w", tcpopt.ErrNotPermitted), "may not load the sock_ops BPF program"},
+		{fmt.Errorf("smcr: ...: %w", tcpopt.ErrUnsupported), "needs Linux 5.10+ with cgroup v2"},
+		{errors.New("connection refused"), ""},
+	}
+	for _, tt := range tests {
+		var b bytes.Buffer
+		msg := setupError(tt.err, &logger{w: &b, verbose: true})
+		if tt.want == "" {
+			assert.Empty(t, msg)
+			continue
+		}
+		assert.Contains(t, msg, tt.want)
+		assert.Contains(t, msg, "Run smcat as root, or pass -peer-speaks-smc on both sides")
+		assert.Contains(t, b.String(), "detail: smcr: ...: tcpopt:")
 	}
 }

@@ -129,13 +129,21 @@ func config(o *options) smcr.Config {
 }
 
 // setupError explains an error of Listen or Dial that comes before any
-// connection (smcr's configuration, the TCP option), or returns "".
-func setupError(err error) string {
-	if errors.Is(err, tcpopt.ErrNotPermitted) || errors.Is(err, tcpopt.ErrUnsupported) {
-		return fmt.Sprintf("SMC needs the SMC TCP option in the TCP handshake, which this process cannot send (%v).\n"+
-			"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP).", err)
+// connection (the TCP option cannot be sent), or returns "". The whole
+// error chain is for -v.
+func setupError(err error, log *logger) string {
+	var why string
+	switch {
+	case errors.Is(err, tcpopt.ErrNotPermitted):
+		why = "this process may not load the sock_ops BPF program that sets it (needs CAP_BPF and CAP_NET_ADMIN)"
+	case errors.Is(err, tcpopt.ErrUnsupported):
+		why = "this system cannot put it into TCP handshakes (needs Linux 5.10+ with cgroup v2 and BPF sock_ops)"
+	default:
+		return ""
 	}
-	return ""
+	log.infof("detail: %v", err)
+	return "cannot send the SMC TCP option, which tells a peer that this side speaks SMC: " + why + ".\n" +
+		"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP)."
 }
 
 // waitLinkGroups waits (at most linger and a margin for DELETE_LINK) for

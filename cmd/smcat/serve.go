@@ -16,7 +16,7 @@ import (
 func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, stdout io.Writer, log *logger) int {
 	ln, err := smcr.Listen("tcp", net.JoinHostPort(o.addr, o.port), cfg)
 	if err != nil {
-		if msg := setupError(err); msg != "" {
+		if msg := setupError(err, log); msg != "" {
 			log.errorf("%s", msg)
 			return exitSetup
 		}

@@ -18,7 +18,7 @@ func dial(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, st
 	target := net.JoinHostPort(o.addr, o.port)
 	nc, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
-		if msg := setupError(err); msg != "" {
+		if msg := setupError(err, log); msg != "" {
 			log.errorf("%s", msg)
 			return exitSetup
 		}

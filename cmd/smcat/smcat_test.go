@@ -241,6 +241,7 @@ func TestTCPOptionOrFlag(t *testing.T) {
 		assert.Contains(t, cli.stderr.String(), "TCP fallback, reason 0x03010000 (peer did not indicate SMC), decided by this side (SMC signalled by the TCP option)")
 		assert.Contains(t, cli.stderr.String(), "the peer's handshake carried no SMC option")
 	case exitSetup:
+		assert.Contains(t, cli.stderr.String(), "smcat: cannot send the SMC TCP option")
 		assert.Contains(t, cli.stderr.String(), "pass -peer-speaks-smc on both sides")
 	default:
 		t.Fatalf("exit %d: %s", code, cli.stderr)
