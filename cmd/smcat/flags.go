@@ -31,6 +31,10 @@ type options struct {
 	port      string
 }
 
+// defaultLinger is smcat's link group linger: short, since it waits for its
+// link groups to end before it exits.
+const defaultLinger = 2 * time.Second
+
 const (
 	endShut  = "shut"
 	endClose = "close"
@@ -86,7 +90,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a Linux peer then falls back to TCP)")
 	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")
 	fs.BoolVar(&o.peerAbort, "peer-abort", false, "the peer is expected to abort: its reset ends the connection successfully")
-	fs.DurationVar(&o.linger, "linger", 0, "link groups without connections end after this `duration` (default 10m, as Linux); with it, smcat waits for them to end before it exits")
+	fs.DurationVar(&o.linger, "linger", defaultLinger, "link groups without connections end after this `duration` (DELETE_LINK), and smcat waits for that before it exits; 0: Linux's 10 minutes, and no wait (the link groups vanish with smcat)")
 	fs.StringVar(&o.capture, "capture", "", "write the goroce device's RoCE packets (LLC, CDC, RDMA WRITEs) to this pcapng `file`")
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")

@@ -20,8 +20,12 @@
 //
 // -ueid NAME (repeatable) offers SMC-Rv2 with that EID, as `smcr ueid add`
 // does on Linux; without one only SMC-Rv1 is offered. --linger sets how
-// long a link group outlives its last connection, and makes smcat wait for
-// its link groups to end (DELETE_LINK) before it exits. -capture FILE
+// long a link group outlives its last connection: 2 s by default, since
+// smcat is short-lived (Linux keeps an unused link group 10 minutes), and
+// smcat waits for its connections to finish closing and its link groups
+// to end (DELETE_LINK) before it exits; --linger 0 keeps Linux's 10
+// minutes and does not wait (the link groups vanish with the process, and
+// the peers notice when their TEST_LINK goes unanswered). -capture FILE
 // records the goroce device's packets (LLC, CDC and the RDMA WRITEs; the
 // CLC handshake is TCP) for rocedump or Wireshark.
 //
@@ -57,7 +61,8 @@ func main() {
 	go func() {
 		s := <-sigs
 		got.Store(s)
-		cancel() // close the listener and connections, complete the capture
+		signal.Stop(sigs) // a second signal ends the process at once
+		cancel()          // close the listener and connections, complete the capture
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	if s, ok := got.Load().(syscall.Signal); ok {
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code = dial(ctx, &o, &cfg, stdin, stdout, log)
 	}
 	if o.linger > 0 && code != exitSetup {
-		waitLinkGroups(ctx, o.linger, log)
+		waitLinkGroups(o.linger, log)
 	}
 	pubRelease()
 	if capt != nil {
@@ -146,12 +151,14 @@ func setupError(err error, log *logger) string {
 		"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP)."
 }
 
-// waitLinkGroups waits (at most linger and a margin for DELETE_LINK) for
-// the process's link groups to end, so that the peer's end with
-// DELETE_LINK instead of timing out.
-func waitLinkGroups(ctx context.Context, linger time.Duration, log *logger) {
+// waitLinkGroups waits (at most linger and a margin for the last closes
+// and DELETE_LINK) for the process's connections to finish closing and
+// its link groups to end, so that the peers see the closes and
+// DELETE_LINK instead of a link that vanished with the process. A
+// signal does not cut this short; a second one ends the process.
+func waitLinkGroups(linger time.Duration, log *logger) {
 	limit := linger + 10*time.Second
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := smcr.WaitIdle(ctx); err != nil {
 		log.errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)

@@ -403,15 +403,15 @@ func TestParseArgs(t *testing.T) {
 		args []string
 		want options
 	}{
-		{[]string{"-lkv", "127.0.0.1", "5000"}, options{listen: true, keep: true, verbose: true, end: "shut", addr: "127.0.0.1", port: "5000"}},
-		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{listen: true, echo: true, conns: 1, end: "shut", addr: "127.0.0.1", port: "5000"}},
-		{[]string{"-v", "-ueid", "A", "-ueid", "B", "-s", "::ffff:127.0.0.2", "127.0.0.1", "5000"},
+		{[]string{"-lkv", "127.0.0.1", "5000"}, options{listen: true, keep: true, verbose: true, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{listen: true, echo: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"-v", "-ueid", "A", "-ueid", "B", "-s", "::ffff:127.0.0.2", "--linger", "0", "127.0.0.1", "5000"},
 			options{verbose: true, ueids: []string{"A", "B"}, src: netip.MustParseAddr("127.0.0.2"), end: "shut", addr: "127.0.0.1", port: "5000"}},
 		{[]string{"-v", "-ueid", "GOROCE-INTEROP-UEID", "-l", "-k", "--echo", "-n", "8", "198.18.0.1", "20000"},
-			options{verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", addr: "198.18.0.1", port: "20000"}},
+			options{verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", linger: defaultLinger, addr: "198.18.0.1", port: "20000"}},
 		{[]string{"-v", "-ueid", "U", "--linger", "3s", "-s", "198.18.0.1", "--end", "abort", "198.18.0.11", "20000"},
 			options{verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
-		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{listen: true, conns: 1, end: "shut", addr: "127.0.0.1", port: "5000"}},
+		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
