@@ -23,11 +23,13 @@ func stackClosed() {
 	idle.Unlock()
 }
 
-// WaitIdle waits until the process has no SMC-R device open: every
-// listener and connection closed, and every link group ended (after its
-// linger, Config.LinkGroupLinger, with DELETE_LINK) or failed. A program
-// that exits after WaitIdle leaves its peers no link group to time out.
-// It returns ctx's error if ctx ends first.
+// WaitIdle waits until the process has no goroce device open for SMC-R:
+// every listener closed, every SMC-R connection closed and done closing
+// with its peer, and every link group ended (after its linger,
+// Config.LinkGroupLinger, with DELETE_LINK) or failed. (Fallback
+// connections hold no device.) A program that exits after WaitIdle leaves
+// its peers no connection or link group to time out. It returns ctx's
+// error if ctx ends first.
 func WaitIdle(ctx context.Context) error {
 	for {
 		idle.Lock()

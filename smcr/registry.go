@@ -54,7 +54,7 @@ type Socket struct {
 	State string `json:"state"`
 	// Role is "client" or "server" ("" for a listener).
 	Role string `json:"role,omitempty"`
-	// Mode is the connection's Mode ("" for a listener).
+	// Mode is the connection's Mode (a listener's says nothing).
 	Mode Mode `json:"mode"`
 	// Signalling is how the socket learns that a peer speaks SMC.
 	Signalling string `json:"signalling"`
