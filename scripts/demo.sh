@@ -3,7 +3,11 @@
 # operation between them with data verification while each records its
 # packets into a pcapng capture (pcap.Tap); rocedump then decodes the
 # client's capture, and a one-second RDMA WRITE run shows the bandwidth
-# next to a raw-UDP baseline. Needs only the binaries `make build` made.
+# next to a raw-UDP baseline. Then SMC-R between two smcat processes on the
+# same addresses: a few MB echoed and checksummed, the connection as smcss
+# lists it while it is open, and the SMC messages of the client's capture
+# decoded by rocedump. Needs only the binaries `make build` made, and no
+# privileges (SMC-R runs in its unprivileged mode).
 #
 # usage: scripts/demo.sh [OUTDIR]   (default out; DEMO_TIMEOUT=seconds, default 60)
 set -euo pipefail
@@ -12,16 +16,20 @@ out=${1:-out}
 limit=${DEMO_TIMEOUT:-60}
 perf=bin/roce-perf
 dump=bin/rocedump
+smcat=bin/smcat
+smcss=bin/smcss
 mkdir -p "$out"
-for b in "$perf" "$dump"; do
+for b in "$perf" "$dump" "$smcat" "$smcss"; do
 	[[ -x $b ]] || { echo "demo: $b is missing: run 'make build' first" >&2; exit 1; }
 done
 
 # Every process we start is killed on the way out, however we leave.
 pids=()
 deadline=0
+release=
 cleanup() {
 	local p
+	[[ -z $release ]] || touch "$release" # ends a held stdin (SMC-R part)
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null || true
 	done
@@ -115,5 +123,97 @@ run_pair perf "" "-t write -D 1"
 awk '/^ #bytes/ { hdr = $0; getline; rows[++n] = $0 }
      END { print hdr; print rows[1] "  <- goroce"; print rows[2] "  <- raw UDP" }' "$out/perf-client.log"
 tail -n 1 "$out/perf-client.log"
+
+# The SMC-R part: its own run directory, so that smcss lists this demo's
+# processes only.
+smc_run=$out/run
+smc_flags=(-peer-speaks-smc -ueid GOROCE-DEMO -v)
+echo
+echo "== SMC-R between two processes: smcat echo, 127.0.0.2 (client) -> 127.0.0.1 (server)"
+echo "   (unprivileged mode: no SMC TCP option, both sides told with -peer-speaks-smc; as root smcat sends the option by default)"
+data=$out/smc-data.bin echoed=$out/smc-echo.bin
+slog=$out/smc-server.log clog=$out/smc-client.log
+release=$out/smc-release
+rm -f "$release" "$echoed" "$out/smc-client.pcapng"
+rm -rf "$smc_run"
+head -c $((4 << 20)) /dev/urandom >"$data"
+size=$(wc -c <"$data")
+deadline=$((SECONDS + limit))
+GOROCE_RUN_DIR=$smc_run "$smcat" "${smc_flags[@]}" --linger 5s -l --echo 127.0.0.1 0 2>"$slog" &
+spid=$!
+pids+=("$spid")
+until grep -q 'listening on' "$slog"; do
+	if ! kill -0 "$spid" 2>/dev/null; then
+		echo "demo: the smcat server on 127.0.0.1 failed to start:" >&2
+		sed 's/^/  /' "$slog" >&2
+		exit 1
+	fi
+	((SECONDS < deadline)) || { echo "demo: the smcat server did not start within ${limit}s" >&2; exit 1; }
+	sleep 0.1
+done
+port=$(sed -n 's/.*listening on [0-9.]*:\([0-9][0-9]*\).*/\1/p' "$slog")
+# The client's stdin: the data, then held open until smcss has looked (at
+# most $limit seconds), so that the connection is still up.
+{
+	cat "$data"
+	for ((i = 0; i < limit * 10; i++)); do
+		[[ -e $release ]] && break
+		sleep 0.1
+	done
+} | GOROCE_RUN_DIR=$smc_run "$smcat" "${smc_flags[@]}" --linger 1s -capture "$out/smc-client.pcapng" \
+	-s 127.0.0.2 127.0.0.1 "$port" >"$echoed" 2>"$clog" &
+cpid=$!
+pids+=("$cpid")
+until [[ -s $echoed && $(wc -c <"$echoed") -ge $size ]]; do
+	if ! kill -0 "$cpid" 2>/dev/null; then
+		echo "demo: the smcat client failed:" >&2
+		sed 's/^/  /' "$clog" "$slog" >&2
+		exit 1
+	fi
+	((SECONDS < deadline)) || { echo "demo: the echo did not come back within ${limit}s" >&2; tail -n 5 "$clog" "$slog" >&2; exit 1; }
+	sleep 0.1
+done
+sed -n 's/^smcat: /   /p' "$clog" | head -n 4
+echo
+echo "== $smcss -e and $smcss -R while the connection is open (each process publishes its SMC sockets)"
+"$smcss" -d "$smc_run" -e | sed 's/^/   /'
+"$smcss" -d "$smc_run" -R | sed 's/^/   /'
+touch "$release" # stdin's EOF: the client shuts down writing, the server follows
+src=0 crc=0
+await "$cpid" smcat "$slog" "$clog" || crc=$?
+await "$spid" smcat "$slog" "$clog" || src=$?
+if ((src != 0 || crc != 0)); then
+	echo "demo: smcat failed (server exit $src, client exit $crc):" >&2
+	sed 's/^/  /' "$slog" "$clog" >&2
+	exit 1
+fi
+sum() { if command -v sha256sum >/dev/null; then sha256sum <"$1"; else cksum <"$1"; fi | awk '{print $1}'; }
+sent=$(sum "$data") got=$(sum "$echoed")
+echo
+if [[ $sent != "$got" ]]; then
+	echo "demo: the echo differs from the data: $sent sent, $got back" >&2
+	exit 1
+fi
+echo "== echo: $size bytes sent and back, checksums equal ($sent)"
+grep -h -E 'ended|link groups' "$clog" | sed 's/^smcat: /   client: /'
+grep -h -E 'ended|link groups' "$slog" | sed 's/^smcat: /   server: /'
+
+cap=$out/smc-client.pcapng
+echo
+echo "== SMC messages in the client's capture ($cap; CLC is TCP, so not in a RoCE capture)"
+"$dump" -r "$cap" >"$out/smc-client.txt"
+total=$(wc -l <"$out/smc-client.txt")
+ok=$(grep -c 'icrc ok' "$out/smc-client.txt" || true)
+echo "   $total RoCE packets, $ok with a verified ICRC"
+echo "   every LLC message:"
+grep ' smc LLC ' "$out/smc-client.txt" | sed 's/^\([^ ]*\) \([^ ]*\) > \([^:]*\):.* smc /     \1 \2 > \3 /'
+echo "   the first and last CDC messages:"
+grep ' smc CDC ' "$out/smc-client.txt" | sed -n '1,3p;$p' | sed 's/^\([^ ]*\) \([^ ]*\) > \([^:]*\):.* smc /     \1 \2 > \3 /'
+echo "   counts:"
+awk '/ smc CDC /  { cdc++ }
+     / smc LLC /  { llc++ }
+     /RDMA_WRITE/ { w++; if (match($0, /payload [0-9]+/)) wb += substr($0, RSTART + 8, RLENGTH - 8) }
+     END { printf "     %d CDC, %d LLC, %d RDMA WRITE packets carrying %d bytes (both directions)\n", cdc, llc, w, wb }' "$out/smc-client.txt"
+
 echo
 echo "== done: logs and captures in $out/ (open the .pcapng files with rocedump or Wireshark)"

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
@@ -114,6 +115,12 @@ type Config struct {
 	MaxPendingHandshakes int
 	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
 	Hostname string
+
+	// WrapBackend, if set, wraps the UDP backend of the goroce device
+	// when a listener or dialer of this Config opens it (a capture:
+	// pcap.NewTap). A device already open in the process is shared as
+	// it is.
+	WrapBackend func(rocev2.Backend) rocev2.Backend
 }
 
 const (

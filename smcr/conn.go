@@ -38,7 +38,9 @@ var (
 // newFallback returns a fallback connection over tcp, with the reason.
 func newFallback(tcp *net.TCPConn, sig *tcpopt.Signaller, info ConnInfo, diag smcwire.DiagCode, by string, prefix []byte) *Conn {
 	info.Mode, info.Fallback, info.FallbackBy = ModeFallback, diag, by
-	return &Conn{tcp: tcp, sig: sig, info: info, prefix: prefix}
+	c := &Conn{tcp: tcp, sig: sig, info: info, prefix: prefix}
+	track(c)
+	return c
 }
 
 // Read reads data from the connection.
@@ -118,6 +120,7 @@ func (c *Conn) Close() error {
 // it; once.
 func (c *Conn) closeTCP() {
 	c.tcpOnce.Do(func() {
+		untrack(c)
 		if c.sig != nil {
 			c.sig.Forget(c.tcp)
 		}

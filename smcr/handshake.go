@@ -213,6 +213,7 @@ func (h *handshake) finishConn(c *Conn) {
 	}
 	c.info.FirstContact = h.first
 	c.info.PeerHost = h.g.peerHost
+	track(c)
 }
 
 // waitCLC reads the next CLC message. As in Linux, a message that cannot

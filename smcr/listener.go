@@ -81,6 +81,7 @@ func listen(ctx context.Context, network, address string, cfg *Config) (*Listene
 		slots: make(chan struct{}, c.MaxPendingHandshakes), pending: map[*net.TCPConn]struct{}{}}
 	l.wg.Add(1)
 	go l.acceptLoop()
+	trackListener(l)
 	return l, nil
 }
 
@@ -110,6 +111,7 @@ func (l *Listener) Close() error {
 		return nil
 	}
 	l.closed = true
+	untrackListener(l)
 	l.err = fmt.Errorf("smcr: accept on %v: %w", l.tcp.Addr(), net.ErrClosed)
 	for c := range l.pending {
 		_ = c.Close()

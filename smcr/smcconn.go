@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/qp"
@@ -85,9 +86,9 @@ type smcConn struct {
 }
 
 var (
-	errAborted      = errors.New("smcr: connection reset: the peer aborted it")
+	errAborted      = &errnoError{"smcr: connection reset: the peer aborted it", syscall.ECONNRESET}
 	errClosedWrite  = errors.New("smcr: write after CloseWrite or Close")
-	errPeerClosed   = errors.New("smcr: broken pipe: the peer closed the connection")
+	errPeerClosed   = &errnoError{"smcr: broken pipe: the peer closed the connection", syscall.EPIPE}
 	errConnClosed   = errors.New("smcr: use of a closed connection")
 	errProtocol     = errors.New("smcr: protocol violation by the peer")
 	errLinkGroupEnd = errors.New("smcr: the connection's SMC-R link group ended")

@@ -58,7 +58,7 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 		s.mu.Unlock()
 		return s, nil
 	}
-	s, err := openStack(key, cfg.CQ)
+	s, err := openStack(key, cfg.CQ, cfg.WrapBackend)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 // backendWrapper, set by tests, wraps a new stack's UDP backend.
 var backendWrapper func(rocev2.Backend) rocev2.Backend
 
-func openStack(key netip.AddrPort, design CQDesign) (*stack, error) {
+func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) rocev2.Backend) (*stack, error) {
 	be, err := udp.Open(udp.Config{Addr: key})
 	if err != nil {
 		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
@@ -78,6 +78,9 @@ func openStack(key netip.AddrPort, design CQDesign) (*stack, error) {
 	var b rocev2.Backend = be
 	if backendWrapper != nil {
 		b = backendWrapper(b)
+	}
+	if wrap != nil {
+		b = wrap(b)
 	}
 	dev, err := device.New(device.Config{Name: "goroce-smc", Backend: b})
 	if err != nil {
@@ -125,6 +128,7 @@ func (s *stack) release() {
 	if last {
 		s.cqs.Close()
 		s.dev.Close()
+		stackClosed()
 	}
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/smcr"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// describe says what a connection became (-v): its mode and signalling,
+// and for SMC-R its link group, link and buffers; for a fallback the
+// reason as Linux's decline code, and what to do about it when smcat can
+// tell.
+func describe(c *smcr.Conn, what string) []string {
+	return describeInfo(c.Info(), what)
+}
+
+func describeInfo(i smcr.ConnInfo, what string) []string {
+	sig := signallingText(i.Signalling, true)
+	if i.Mode == smcr.ModeFallback {
+		l := fmt.Sprintf("%s: TCP fallback, reason %v, decided by %s (%s)", what, i.Fallback, fallbackBy(i.FallbackBy), sig)
+		if i.FallbackBy == "peer" && i.PeerDiagnosis != 0 {
+			l += fmt.Sprintf(": the peer declined with %v", i.PeerDiagnosis)
+		}
+		ls := []string{l}
+		if h := fallbackHint(i); h != "" {
+			ls = append(ls, "  "+h)
+		}
+		return ls
+	}
+	first := ""
+	if i.FirstContact {
+		first = ", first contact"
+	}
+	ls := []string{fmt.Sprintf("%s: %v (%s)", what, i.Mode, sig)}
+	grp := fmt.Sprintf("  link group 0x%08x%s", i.LinkGroup, first)
+	if i.EID != "" {
+		grp += fmt.Sprintf(", EID %q", i.EID)
+	}
+	if i.PeerHost != "" {
+		grp += fmt.Sprintf(", peer host %q", i.PeerHost)
+	}
+	ls = append(ls, grp)
+	for _, l := range i.Links {
+		ls = append(ls, fmt.Sprintf("  link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d",
+			l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU))
+	}
+	ls = append(ls, fmt.Sprintf("  RMB %s (peer's %s), send buffer %s, token %#x (peer's %#x)",
+		sizeText(i.LocalRMBSize), sizeText(i.PeerRMBSize), sizeText(i.SendBufSize), i.Token, i.PeerToken))
+	return ls
+}
+
+// signallingText says how SMC capability is learnt in a mode.
+func signallingText(s smcr.Signalling, speaks bool) string {
+	switch {
+	case s == smcr.SignalOption:
+		return "SMC signalled by the TCP option"
+	case speaks:
+		return "unprivileged: no TCP option, -peer-speaks-smc"
+	}
+	return "unprivileged: no TCP option, peer not said to speak SMC"
+}
+
+func fallbackBy(by string) string {
+	switch by {
+	case "local":
+		return "this side"
+	case "peer":
+		return "the peer"
+	}
+	return by
+}
+
+// fallbackHint suggests what to do about a fallback smcat can explain.
+func fallbackHint(i smcr.ConnInfo) string {
+	switch {
+	case i.Fallback == smcwire.DiagNoSMCRDev && i.FallbackBy == "local":
+		return "the goroce device on the local address could not be opened: is another goroce process using that address (UDP port 4791)? Dial from another local address with -s."
+	case i.Fallback == smcwire.DiagPeerNoSMC && i.Signalling == smcr.SignalOption:
+		return "the peer's handshake carried no SMC option: it does not speak SMC (or is an unprivileged smcat: then pass -peer-speaks-smc on both sides)."
+	case i.Fallback == smcwire.DiagPeerDecl && i.PeerDiagnosis == smcwire.DiagNoUEID:
+		return "no common UEID: give both sides the same one (-ueid NAME here, `smcr ueid add NAME` on Linux)."
+	}
+	return ""
+}
+
+// sizeText prints a buffer size in KiB when it is a whole number of them.
+func sizeText(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n/1024)
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/goroce/goroce/smcr"
+	"github.com/goroce/goroce/smcr/smcwire"
+	"github.com/goroce/goroce/smcr/tcpopt"
+)
+
+// What -v prints for each kind of connection.
+func TestDescribe(t *testing.T) {
+	smc := smcr.ConnInfo{Mode: smcr.ModeSMCRv2, Signalling: smcr.SignalOption, Role: "client",
+		LinkGroup: 0x100, FirstContact: true, EID: "GOROCE-DEMO", PeerHost: "vm2",
+		Links: []smcr.LinkInfo{{ID: 1, LocalGID: netip.MustParseAddr("127.0.0.2"), PeerGID: netip.MustParseAddr("127.0.0.1"),
+			LocalQPN: 0x11, PeerQPN: 0x12, MTU: 1024}},
+		Token: 0xa1, PeerToken: 0xb2, LocalRMBSize: 64 << 10, PeerRMBSize: 16 << 10, SendBufSize: 1 << 20}
+	v1 := smc
+	v1.Mode, v1.EID, v1.PeerHost, v1.FirstContact, v1.Signalling = smcr.ModeSMCRv1, "", "", false, smcr.SignalConfigured
+	tests := []struct {
+		name string
+		info smcr.ConnInfo
+		want []string
+	}{
+		{"SMC-R v2, first contact", smc, []string{
+			"connected: SMC-R v2 (SMC signalled by the TCP option)",
+			`  link group 0x00000100, first contact, EID "GOROCE-DEMO", peer host "vm2"`,
+			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024",
+			"  RMB 64 KiB (peer's 16 KiB), send buffer 1024 KiB, token 0xa1 (peer's 0xb2)",
+		}},
+		{"SMC-R v1, a group reused", v1, []string{
+			"connected: SMC-R v1 (unprivileged: no TCP option, -peer-speaks-smc)",
+			"  link group 0x00000100",
+			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024",
+			"  RMB 64 KiB (peer's 16 KiB), send buffer 1024 KiB, token 0xa1 (peer's 0xb2)",
+		}},
+		{"no option from the peer", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalOption, Fallback: smcwire.DiagPeerNoSMC, FallbackBy: "local"}, []string{
+			"connected: TCP fallback, reason 0x03010000 (peer did not indicate SMC), decided by this side (SMC signalled by the TCP option)",
+			"  the peer's handshake carried no SMC option: it does not speak SMC (or is an unprivileged smcat: then pass -peer-speaks-smc on both sides).",
+		}},
+		{"the peer declined: no UEID", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalOption, Fallback: smcwire.DiagPeerDecl, FallbackBy: "peer", PeerDiagnosis: smcwire.DiagNoUEID}, []string{
+			"connected: TCP fallback, reason 0x05000000 (peer declined during handshake), decided by the peer (SMC signalled by the TCP option): the peer declined with 0x03030008 (no UEID)",
+			"  no common UEID: give both sides the same one (-ueid NAME here, `smcr ueid add NAME` on Linux).",
+		}},
+		{"no device", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalConfigured, Fallback: smcwire.DiagNoSMCRDev, FallbackBy: "local"}, []string{
+			"connected: TCP fallback, reason 0x03030002 (no SMC-R device), decided by this side (unprivileged: no TCP option, -peer-speaks-smc)",
+			"  the goroce device on the local address could not be opened: is another goroce process using that address (UDP port 4791)? Dial from another local address with -s.",
+		}},
+		{"an unnamed code", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalConfigured, Fallback: 0x09990099, FallbackBy: "local"}, []string{
+			"connected: TCP fallback, reason 0x09990099, decided by this side (unprivileged: no TCP option, -peer-speaks-smc)",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, describeInfo(tt.info, "connected"))
+		})
+	}
+}
+
+// What smcat says when it cannot send the TCP option (as a user, or on a
+// system without BPF sock_ops): which flag to use, the chain with -v.
+func TestSetupError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("smcr: ...: %w", tcpopt.ErrNotPermitted), "may not load the sock_ops BPF program"},
+		{fmt.Errorf("smcr: ...: %w", tcpopt.ErrUnsupported), "needs Linux 5.10+ with cgroup v2"},
+		{errors.New("connection refused"), ""},
+	}
+	for _, tt := range tests {
+		var b bytes.Buffer
+		msg := setupError(tt.err, &logger{w: &b, verbose: true})
+		if tt.want == "" {
+			assert.Empty(t, msg)
+			continue
+		}
+		assert.Contains(t, msg, tt.want)
+		assert.Contains(t, msg, "Run smcat as root, or pass -peer-speaks-smc on both sides")
+		assert.Contains(t, b.String(), "detail: smcr: ...: tcpopt:")
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are smcat's settings.
+type options struct {
+	listen    bool          // -l
+	keep      bool          // -k: serve connections at once, keep listening
+	echo      bool          // --echo: send back what each connection sends
+	conns     int           // -n: connections to serve, then exit (0: -k's forever)
+	src       netip.Addr    // -s: the dialer's source address (and device)
+	ueids     []string      // -ueid, repeatable
+	verbose   bool          // -v
+	speaksSMC bool          // -peer-speaks-smc: no TCP option, both sides configured
+	end       string        // --end: shut, close or abort
+	peerAbort bool          // --peer-abort: the peer's abort is the expected end
+	linger    time.Duration // --linger: link group linger; wait for it at exit
+	capture   string        // -capture FILE: pcapng of the goroce device
+	timeout   time.Duration // -w: connect timeout
+	bufSize   int           // -buffer: RMB and send buffer size
+	addr      string
+	port      string
+}
+
+// defaultLinger is smcat's link group linger: short, since it waits for its
+// link groups to end before it exits.
+const defaultLinger = 2 * time.Second
+
+const (
+	endShut  = "shut"
+	endClose = "close"
+	endAbort = "abort"
+)
+
+// errHelp asks for the usage on stdout and exit status 0.
+var errHelp = errors.New("help")
+
+// usageError is a bad command line: the message, then the usage, exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// addrFlag is an IP address flag.
+type addrFlag struct{ a *netip.Addr }
+
+func (f addrFlag) String() string {
+	if f.a == nil || !f.a.IsValid() {
+		return ""
+	}
+	return f.a.String()
+}
+
+func (f addrFlag) Set(v string) error {
+	a, err := netip.ParseAddr(v)
+	if err != nil {
+		return fmt.Errorf("not an IP address: %q", v)
+	}
+	*f.a = a.Unmap()
+	return nil
+}
+
+// newFlagSet defines smcat's flags on o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("smcat", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse reports errors itself
+	fs.BoolVar(&o.listen, "l", false, "listen on ADDR PORT (PORT 0: any free port, printed with -v)")
+	fs.BoolVar(&o.keep, "k", false, "with -l: serve connections at once and keep listening (until -n connections)")
+	fs.BoolVar(&o.echo, "echo", false, "with -l: send back what each connection sends (stdin is not read)")
+	fs.IntVar(&o.conns, "n", 0, "with -l: exit after `N` connections (default: 1, or with -k none)")
+	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too)")
+	fs.Var((*stringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
+	fs.BoolVar(&o.verbose, "v", false, "print on stderr what each connection became: SMC-R v2/v1 or TCP fallback with the reason, and its link")
+	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a Linux peer then falls back to TCP)")
+	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")
+	fs.BoolVar(&o.peerAbort, "peer-abort", false, "the peer is expected to abort: its reset ends the connection successfully")
+	fs.DurationVar(&o.linger, "linger", defaultLinger, "link groups without connections end after this `duration` (DELETE_LINK), and smcat waits for that before it exits; 0: Linux's 10 minutes, and no wait (the link groups vanish with smcat)")
+	fs.StringVar(&o.capture, "capture", "", "write the goroce device's RoCE packets (LLC, CDC, RDMA WRITEs) to this pcapng `file`")
+	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
+	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
+	return fs
+}
+
+// shortBools are the boolean one-letter flags that may be clustered (-lkv).
+const shortBools = "lkv"
+
+// parseArgs parses smcat's command line. Flags and the two operands may
+// come in any order, as getopt permutes them; boolean one-letter flags may
+// be clustered (-lk); "--" ends the flags.
+func parseArgs(args []string) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
+	var operands []string
+	rest := expandClusters(args)
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return o, errHelp
+			}
+			return o, usagef("%v", err)
+		}
+		left := fs.Args()
+		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
+			operands = append(operands, left...) // after "--", only operands
+			break
+		}
+		if rest = left; len(rest) > 0 {
+			operands = append(operands, rest[0])
+			rest = rest[1:]
+		}
+	}
+	if len(operands) != 2 {
+		return o, usagef("want ADDR and PORT, got %d operand(s)", len(operands))
+	}
+	o.addr, o.port = operands[0], operands[1]
+	if p, err := strconv.ParseUint(o.port, 10, 16); err != nil || (p == 0 && !o.listen) {
+		return o, usagef("bad port %q", o.port)
+	}
+	switch o.end {
+	case endShut, endClose, endAbort:
+	default:
+		return o, usagef("--end %q: want shut, close or abort", o.end)
+	}
+	switch {
+	case o.conns < 0:
+		return o, usagef("-n %d: want a count of connections", o.conns)
+	case !o.listen && (o.keep || o.echo || o.conns > 0):
+		return o, usagef("-k, --echo and -n go with -l")
+	case o.listen && o.src.IsValid():
+		return o, usagef("-s goes with dialing; a listener's address is ADDR")
+	case o.linger < 0 || o.timeout < 0:
+		return o, usagef("durations must not be negative")
+	}
+	if o.listen && o.conns == 0 && !o.keep {
+		o.conns = 1
+	}
+	return o, nil
+}
+
+// expandClusters turns -lkv into -l -k -v (only for the boolean
+// one-letter flags; anything else is left to the flag package).
+func expandClusters(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.Trim(a[1:], shortBools) == "" {
+			for _, c := range a[1:] {
+				out = append(out, "-"+string(c))
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+const usageText = `usage: smcat [-v] [-peer-speaks-smc] [-ueid NAME]... [-s SRCADDR] ADDR PORT
+       smcat -l [-k] [--echo] [-n N] [-v] [-peer-speaks-smc] [-ueid NAME]... ADDR PORT
+
+netcat over SMC-R on a goroce device: stdin goes to the connection, the
+connection to stdout. At stdin's EOF the connection is shut down for
+writing (--end), and smcat exits once the peer closes.
+
+SMC is spoken only to a peer known to speak it. As root, smcat puts the
+SMC TCP option into its handshakes (as Linux does) and speaks SMC to peers
+whose handshake carries it, Linux's AF_SMC included. Without root, pass
+-peer-speaks-smc on both sides: no option is sent, and both sides speak SMC
+because they were told to. Any peer that does not speak SMC gets plain TCP
+(a fallback, reported by -v and smcss).
+
+Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
+line or when SMC cannot be set up (e.g. no privileges for the TCP option).
+
+flags:
+`
+
+// usage prints the usage and the flags.
+func usage(w io.Writer) {
+	var o options
+	fs := newFlagSet(&o)
+	fs.SetOutput(w)
+	fmt.Fprint(w, usageText)
+	fs.PrintDefaults()
+}

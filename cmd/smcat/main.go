@@ -1,0 +1,233 @@
+// Command smcat is netcat over SMC-R on a goroce device.
+//
+//	smcat [-s SRCADDR] ADDR PORT            dial ADDR PORT
+//	smcat -l [-k] [--echo] [-n N] ADDR PORT listen on ADDR PORT
+//
+// stdin goes to the connection and the connection to stdout. At stdin's
+// EOF smcat shuts the connection down for writing (--end: or closes it, or
+// aborts it) and exits once the peer has closed its side. -k serves
+// connections at once; --echo sends back what each one sends; -n exits
+// after N connections.
+//
+// How SMC capability is signalled: as root, smcat puts the SMC TCP option
+// (kind 254, ExID 0xE2D4C3D9) into its TCP handshakes with a sock_ops BPF
+// program, as Linux does, and speaks SMC to peers whose handshake carries
+// it, a Linux AF_SMC socket included. Without root the option cannot be
+// sent: -peer-speaks-smc, on both sides, has both speak SMC because they
+// were told to (a Linux peer, which requires the option, falls back to
+// TCP). A peer that does not speak SMC gets the same connection as plain
+// TCP (a fallback); -v says which, and why, with Linux's decline code.
+//
+// -ueid NAME (repeatable) offers SMC-Rv2 with that EID, as `smcr ueid add`
+// does on Linux; without one only SMC-Rv1 is offered. --linger sets how
+// long a link group outlives its last connection: 2 s by default, since
+// smcat is short-lived (Linux keeps an unused link group 10 minutes), and
+// smcat waits for its connections to finish closing and its link groups
+// to end (DELETE_LINK) before it exits; --linger 0 keeps Linux's 10
+// minutes and does not wait (the link groups vanish with the process, and
+// the peers notice when their TEST_LINK goes unanswered). -capture FILE
+// records the goroce device's packets (LLC, CDC and the RDMA WRITEs; the
+// CLC handshake is TCP) for rocedump or Wireshark.
+//
+// smcat publishes its sockets in the goroce run directory
+// ($GOROCE_RUN_DIR, default /tmp/goroce-UID): smcss lists them.
+//
+// Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
+// line or when SMC cannot be set up (no privileges for the TCP option
+// without -peer-speaks-smc, a capture file that cannot be created).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/smcr"
+	"github.com/goroce/goroce/smcr/tcpopt"
+)
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	go func() {
+		s := <-sigs
+		got.Store(s)
+		signal.Stop(sigs) // a second signal ends the process at once
+		cancel()          // close the listener and connections, complete the capture
+	}()
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if s, ok := got.Load().(syscall.Signal); ok {
+		code = 128 + int(s) // as a shell reports a program a signal ended
+	}
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitConn  = 1
+	exitSetup = 2
+)
+
+// run is smcat with its arguments and streams; it returns the exit status.
+// ctx ends the run early (a signal): listeners and connections close.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args)
+	if errors.Is(err, errHelp) {
+		usage(stdout)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "smcat: %v\nrun smcat -h for the usage\n", err)
+		return exitSetup
+	}
+	log := &logger{w: stderr, verbose: o.verbose}
+	cfg := config(&o)
+	var capt *capture
+	if o.capture != "" {
+		if capt, err = openCapture(o.capture, &cfg); err != nil {
+			log.errorf("%v", err)
+			return exitSetup
+		}
+	}
+	pubRelease := publish(log)
+	var code int
+	if o.listen {
+		code = serve(ctx, &o, &cfg, stdin, stdout, log)
+	} else {
+		code = dial(ctx, &o, &cfg, stdin, stdout, log)
+	}
+	if o.linger > 0 && code != exitSetup {
+		waitLinkGroups(o.linger, log)
+	}
+	pubRelease()
+	if capt != nil {
+		if err := capt.close(); err != nil {
+			log.errorf("%v", err)
+			if code == exitOK {
+				code = exitConn
+			}
+		} else {
+			log.infof("capture written to %s", o.capture)
+		}
+	}
+	return code
+}
+
+// config is the smcr configuration of the options.
+func config(o *options) smcr.Config {
+	cfg := smcr.Config{Signalling: smcr.SignalOption, UEIDs: o.ueids, LinkGroupLinger: o.linger,
+		SendBufSize: o.bufSize, RecvBufSize: o.bufSize}
+	if o.speaksSMC {
+		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
+	}
+	return cfg
+}
+
+// setupError explains an error of Listen or Dial that comes before any
+// connection (the TCP option cannot be sent), or returns "". The whole
+// error chain is for -v.
+func setupError(err error, log *logger) string {
+	var why string
+	switch {
+	case errors.Is(err, tcpopt.ErrNotPermitted):
+		why = "this process may not load the sock_ops BPF program that sets it (needs CAP_BPF and CAP_NET_ADMIN)"
+	case errors.Is(err, tcpopt.ErrUnsupported):
+		why = "this system cannot put it into TCP handshakes (needs Linux 5.10+ with cgroup v2 and BPF sock_ops)"
+	default:
+		return ""
+	}
+	log.infof("detail: %v", err)
+	return "cannot send the SMC TCP option, which tells a peer that this side speaks SMC: " + why + ".\n" +
+		"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP)."
+}
+
+// waitLinkGroups waits (at most linger and a margin for the last closes
+// and DELETE_LINK) for the process's connections to finish closing and
+// its link groups to end, so that the peers see the closes and
+// DELETE_LINK instead of a link that vanished with the process. A
+// signal does not cut this short; a second one ends the process.
+func waitLinkGroups(linger time.Duration, log *logger) {
+	limit := linger + 10*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := smcr.WaitIdle(ctx); err != nil {
+		log.errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)
+		return
+	}
+	log.infof("link groups ended")
+}
+
+// publisher is the process's publishing socket, shared by the runs of
+// this process (tests run several) and closed by the last.
+var publisher struct {
+	sync.Mutex
+	p    *smcr.Publisher
+	refs int
+}
+
+// publish makes the process's SMC sockets visible to smcss; a failure is
+// only a warning. The returned function stops publishing.
+func publish(log *logger) func() {
+	publisher.Lock()
+	defer publisher.Unlock()
+	if publisher.refs == 0 {
+		p, err := smcr.Publish("")
+		if err != nil {
+			log.errorf("warning: smcss will not list this process: %v", err)
+			return func() {}
+		}
+		publisher.p = p
+	}
+	publisher.refs++
+	return func() {
+		publisher.Lock()
+		defer publisher.Unlock()
+		if publisher.refs--; publisher.refs == 0 {
+			publisher.p.Close()
+			publisher.p = nil
+		}
+	}
+}
+
+// logger writes smcat's messages to stderr, one line at a time.
+type logger struct {
+	mu      sync.Mutex
+	w       io.Writer
+	verbose bool
+}
+
+// errorf always prints.
+func (l *logger) errorf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "smcat: "+format+"\n", args...)
+}
+
+// infof prints with -v.
+func (l *logger) infof(format string, args ...any) {
+	if l.verbose {
+		l.errorf(format, args...)
+	}
+}
+
+// lines prints each line with -v.
+func (l *logger) lines(ls []string) {
+	if !l.verbose {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range ls {
+		fmt.Fprintf(l.w, "smcat: %s\n", s)
+	}
+}
