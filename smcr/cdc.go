@@ -40,8 +40,7 @@ func (s *smcConn) cdcFieldsLocked(f *smcwire.CDCFields) {
 // not posted before them.
 func (s *smcConn) postCDCLocked(sl *txSlot, f *smcwire.CDCFields, writes []qp.SendWR) error {
 	s.cdcFieldsLocked(f)
-	var buf [smcwire.CDCLen]byte
-	msg := smcwire.AppendCDC(buf[:0], f)
+	msg := smcwire.AppendCDC(sl.cdc[:0], f)
 	sl.conn = s
 	return s.g.lnk.send(sl, msg, writes)
 }

@@ -30,6 +30,11 @@ func Dial(network, address string, cfg *Config) (net.Conn, error) {
 	return d.DialContext(context.Background(), network, address)
 }
 
+// Dial is DialContext without a context, as net.Dialer's.
+func (d *Dialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
 // DialContext connects to address over TCP and runs the SMC-R handshake;
 // the connection falls back to the TCP connection when the peer does not
 // speak SMC, declines, or the handshake fails before any data flowed.

@@ -81,6 +81,10 @@ type txSlot struct {
 	ackTo uint64
 	// sent, when set, learns that the SEND completed (true) or failed.
 	sent chan<- bool
+	// cdc is where a CDC message is built: the slot's own, so that
+	// building and posting it allocates nothing (the SEND is inline: the
+	// bytes are copied when posted).
+	cdc [smcwire.CDCLen]byte
 }
 
 // writeEntry is the completion entry of RDMA WRITEs: they are posted
