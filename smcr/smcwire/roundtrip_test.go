@@ -379,15 +379,16 @@ func TestTCPOption(t *testing.T) {
 	linux := []byte{2, 4, 5, 0xb4, 4, 2, 8, 10, 0x70, 0x8f, 0x91, 0x20, 0, 0, 0, 0, 1, 3, 3, 6, 1, 1, 0xfe, 6, 0xe2, 0xd4, 0xc3, 0xd9}
 	assert.True(t, HasSMCOption(linux))
 	assert.True(t, HasSMCOption(AppendSMCOption(nil)))
+	assert.True(t, HasSMCOption([]byte{0xfe, 8, 0xe2, 0xd4, 0xc3, 0xd9, 0, 0}), "a longer even length, as Linux's parser accepts")
 	assert.Equal(t, []byte{1, 1, 0xfe, 6, 0xe2, 0xd4, 0xc3, 0xd9}, AppendSMCOption(nil))
 	for _, b := range [][]byte{
 		nil,
-		{0, 0xfe, 6, 0xe2, 0xd4, 0xc3, 0xd9},    // after End of Option List
-		{0xfe, 6, 0xe2, 0xd4, 0xc3, 0xc4},       // SMC-D magic
-		{0xfe, 8, 0xe2, 0xd4, 0xc3, 0xd9, 0, 0}, // wrong length
-		{0xfe, 6, 0xe2, 0xd4, 0xc3},             // truncated
-		{2, 0},                                  // bad length
-		{0xfe},                                  // no length
+		{0, 0xfe, 6, 0xe2, 0xd4, 0xc3, 0xd9}, // after End of Option List
+		{0xfe, 6, 0xe2, 0xd4, 0xc3, 0xc4},    // SMC-D magic
+		{0xfe, 7, 0xe2, 0xd4, 0xc3, 0xd9, 0}, // odd length (Linux takes any even length from 6)
+		{0xfe, 6, 0xe2, 0xd4, 0xc3},          // truncated
+		{2, 0},                               // bad length
+		{0xfe},                               // no length
 		{2, 4, 5, 0xb4, 0xfe, 10, 0xe2, 0xd4, 0xc3}, // length past the end
 	} {
 		assert.False(t, HasSMCOption(b), "%x", b)

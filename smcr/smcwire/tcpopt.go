@@ -40,9 +40,11 @@ func HasSMCOption(opts []byte) bool {
 }
 
 // IsSMCOption reports whether an option of this kind and data (after the
-// kind and length bytes) is the SMC option.
+// kind and length bytes) is the SMC option. As Linux's TCP parser: an even
+// length of at least 6 whose first four data bytes are the magic.
 func IsSMCOption(kind byte, data []byte) bool {
-	return kind == TCPOptionKind && len(data) == TCPOptionLen-2 && binary.BigEndian.Uint32(data) == EyecatcherR
+	n := len(data) + 2
+	return kind == TCPOptionKind && n >= TCPOptionLen && n%2 == 0 && binary.BigEndian.Uint32(data) == EyecatcherR
 }
 
 // AppendSMCOption appends the option as Linux sends it, 4-byte aligned

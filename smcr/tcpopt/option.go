@@ -1,9 +1,10 @@
 package tcpopt
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/goroce/goroce/smcr/smcwire"
 )
 
 // The SMC TCP option: an RFC 6994 experimental option (kind 254) whose
@@ -64,34 +65,7 @@ func parseSYN(b []byte) (bool, error) {
 	if doff < 20 || doff > len(tcp) {
 		return false, fmt.Errorf("%w: TCP data offset %d with %d bytes", ErrMalformedSYN, doff, len(tcp))
 	}
-	return hasOption(tcp[20:doff]), nil
-}
-
-// hasOption reports whether a TCP options area (the bytes between the
-// fixed 20-byte TCP header and the data offset) carries the SMC option,
-// walking it as described at parseSYN.
-func hasOption(opts []byte) bool {
-	for i := 0; i < len(opts); {
-		switch opts[i] {
-		case 0: // End of Option List
-			return false
-		case 1: // NOP
-			i++
-			continue
-		}
-		if i+1 >= len(opts) {
-			return false
-		}
-		n := int(opts[i+1])
-		if n < 2 || n > len(opts)-i {
-			return false
-		}
-		if opts[i] == optKind && n >= optLen && binary.BigEndian.Uint32(opts[i+2:i+6]) == optExID {
-			return true
-		}
-		i += n
-	}
-	return false
+	return smcwire.HasSMCOption(tcp[20:doff]), nil
 }
 
 // tcpHeader returns the bytes from the start of the TCP header, after the

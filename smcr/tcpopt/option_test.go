@@ -67,6 +67,7 @@ func TestParseSYN(t *testing.T) {
 		{"IPv4, options without SMC", ipv4(tcpHdr([]byte{2, 4, 5, 0xb4, 4, 2, 1, 3, 3, 7})), false, false},
 		{"longer option with the ExID", ipv4(tcpHdr([]byte{optKind, 8, 0xE2, 0xD4, 0xC3, 0xD9, 0xAA, 0xBB})), true, false},
 		{"wrong ExID", ipv4(tcpHdr([]byte{optKind, 6, 0xE2, 0xD4, 0xC3, 0xDA})), false, false},
+		{"odd length with the ExID (Linux wants it even)", ipv4(tcpHdr([]byte{optKind, 7, 0xE2, 0xD4, 0xC3, 0xD9, 0xAA, 1})), false, false},
 		{"2-byte ExID form", ipv4(tcpHdr([]byte{optKind, 4, 0xE2, 0xD4})), false, false},
 		{"other kind with the ExID", ipv4(tcpHdr([]byte{253, 6, 0xE2, 0xD4, 0xC3, 0xD9})), false, false},
 		{"option length 0 ends the walk", ipv4(tcpHdr(append([]byte{30, 0}, smc...))), false, false},

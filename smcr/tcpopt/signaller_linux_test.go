@@ -18,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/goroce/goroce/smcr/smcwire"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -104,7 +105,7 @@ func smcOptions(opts []byte) int {
 		if i+1 >= len(opts) || opts[i+1] < 2 || int(opts[i+1]) > len(opts)-i {
 			return n
 		}
-		if hasOption(opts[i : i+int(opts[i+1])]) {
+		if smcwire.HasSMCOption(opts[i : i+int(opts[i+1])]) {
 			n++
 		}
 		i += int(opts[i+1])
