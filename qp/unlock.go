@@ -1,6 +1,9 @@
 package qp
 
-import "github.com/goroce/goroce/rocev2/device"
+import (
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/device"
+)
 
 // Every locked section of a QP ends in unlock, which does, in order:
 //
@@ -32,7 +35,8 @@ const maxSectionEvents = 4
 // use in this locked section; unlock gives it back.
 func (q *QP) tx() *device.Outbox {
 	if q.out == nil {
-		q.out = q.dev.Outbox()
+		ah := &q.attr.AH
+		q.out = q.dev.OutboxFor(rocev2.Sender{QPN: q.qpn, FlowLabel: ah.FlowLabel, HopLimit: ah.HopLimit, TrafficClass: ah.TClass})
 	}
 	return q.out
 }

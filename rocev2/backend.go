@@ -56,12 +56,67 @@ type Datagram struct {
 	IPv4ID uint16
 	// ICRC is the receive-side verdict on the ICRC (unused on Send).
 	ICRC ICRCStatus
+	// Sender is, on Send, the QP that built the packet and what its
+	// address vector asks of the headers (see Sender). Unused on Receive.
+	Sender Sender
+	// SrcPort is, on Send, the UDP source port the packet left from, set
+	// by a backend that chooses one per QP (afpacket); 0 means the port of
+	// LocalAddr. Unused on Receive (Addr holds the sender's port).
+	SrcPort uint16
 	// Drop, when not zero, is why the backend itself rejects a received
 	// datagram before anyone parses it (ErrDatagram: empty, cut short by
 	// the receive buffer, a length that lies; ErrSource: a sender address
 	// of the wrong family). The device counts it under that reason and
 	// looks no further: Buf may be empty and Addr invalid. Unused on Send.
 	Drop ParseError
+}
+
+// Sender is what a backend that builds the IP and UDP headers itself
+// (afpacket) needs to know of the QP that sent a packet: rxe derives the
+// UDP source port and the IPv6 flow label from the QP's number and its
+// address vector, and takes the hop limit and traffic class from the
+// vector (see SourcePort). A backend on a UDP socket, whose kernel builds
+// the headers, ignores it.
+type Sender struct {
+	// QPN is the sending QP's number (0: not sent by a QP).
+	QPN uint32
+	// FlowLabel is the address vector's IPv6 flow label; 0 means the one
+	// ib_core derives from the two QP numbers (CalcFlowLabel).
+	FlowLabel uint32
+	// HopLimit is the IPv4 TTL or IPv6 hop limit; 0 means 64.
+	HopLimit uint8
+	// TrafficClass is the IPv4 TOS or IPv6 traffic class (DSCP and ECN).
+	TrafficClass uint8
+}
+
+// Link is implemented by backends that own a network interface (afpacket):
+// a device takes its MAC from the interface, and with it the node GUID and
+// the link-local GID at index 0, instead of deriving a MAC from its address.
+type Link interface {
+	// HardwareAddr returns the interface's MAC address.
+	HardwareAddr() [6]byte
+}
+
+// LinkOf returns the MAC of the interface b or a backend it decorates owns
+// (decorators say whom they decorate with an Unwrap method, as pcap.Tap
+// does), and false when none owns one.
+func LinkOf(b Backend) ([6]byte, bool) {
+	for range 16 { // decorators do not nest deeper; a cycle must not hang
+		switch v := b.(type) {
+		case Link:
+			return v.HardwareAddr(), true
+		case *pollingDecorator:
+			b = v.Backend
+		case interface{ Unwrap() Backend }:
+			b = v.Unwrap()
+		default:
+			return [6]byte{}, false
+		}
+		if b == nil {
+			break
+		}
+	}
+	return [6]byte{}, false
 }
 
 // ICRCStatus is what a backend could establish about a received ICRC.

@@ -109,6 +109,9 @@ func New(cfg Config) (*Device, error) {
 		d.name = "goroce0"
 	}
 	d.mac = macFor(d.local.Addr())
+	if mac, ok := rocev2.LinkOf(cfg.Backend); ok {
+		d.mac = mac // a real interface's: GID 0 is its IPv6 link-local address
+	}
 	d.gids = []GIDEntry{
 		{Index: 0, GID: linkLocalGID(d.mac), Type: GIDTypeRoCEv2},
 		{Index: 1, GID: GIDFromAddr(d.local.Addr()), Type: GIDTypeRoCEv2},
@@ -150,7 +153,8 @@ func (d *Device) Name() string { return d.name }
 func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 
 // MAC returns the port's MAC address, from which the link-local GID and the
-// node GUID derive (locally administered, from the device's address).
+// node GUID derive: the interface's when the backend owns one
+// (rocev2.Link), else a locally administered one from the device's address.
 func (d *Device) MAC() [6]byte { return d.mac }
 
 // Attr returns the device attributes (ibv_query_device).

@@ -51,9 +51,10 @@ type Outbox struct {
 	limit time.Duration
 
 	// Guarded by mu.
-	runs     int  // open runs
-	held     bool // a poller's hold is open (set through setHeld)
-	armed    bool // the backstop is armed
+	from     rocev2.Sender // who builds now (OutboxFor), stamped on each packet
+	runs     int           // open runs
+	held     bool          // a poller's hold is open (set through setHeld)
+	armed    bool          // the backstop is armed
 	backstop Timer
 
 	// heldNow mirrors held for readers without mu (holders.go).
@@ -78,9 +79,16 @@ func newOutbox(d *Device, limit time.Duration) *Outbox {
 // Outbox takes the device's outbox for the caller to build packets into
 // with Buffer and Commit; Done or DonePost gives it back. Queue pairs call
 // it under their own lock (and only then: see the lock order above).
-func (d *Device) Outbox() *Outbox {
+func (d *Device) Outbox() *Outbox { return d.OutboxFor(rocev2.Sender{}) }
+
+// OutboxFor is Outbox for a queue pair: every packet committed until Done
+// carries s, which a backend that builds the IP and UDP headers itself
+// needs (the QP's number gives the UDP source port; its address vector the
+// flow label, hop limit and traffic class).
+func (d *Device) OutboxFor(s rocev2.Sender) *Outbox {
 	o := d.out
 	o.mu.Lock()
+	o.from = s
 	return o
 }
 
@@ -97,7 +105,7 @@ func (o *Outbox) Buffer() []byte {
 
 // Commit queues pkt (built in the last Buffer) for dst.
 func (o *Outbox) Commit(pkt []byte, dst netip.AddrPort) {
-	o.dgs = append(o.dgs, rocev2.Datagram{Buf: pkt, Addr: dst})
+	o.dgs = append(o.dgs, rocev2.Datagram{Buf: pkt, Addr: dst, Sender: o.from})
 }
 
 // Len returns the number of packets waiting.
