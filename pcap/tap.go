@@ -72,7 +72,11 @@ func (t *Tap) Send(pkts []rocev2.Datagram) error {
 	}
 	for i := range pkts {
 		d := &pkts[i]
-		t.record(Outbound, t.local, d.Addr, d.IPv4ID, d.Buf, comment)
+		src := t.local
+		if d.SrcPort != 0 { // a backend that chose the port per QP (afpacket)
+			src = netip.AddrPortFrom(src.Addr(), d.SrcPort)
+		}
+		t.record(Outbound, src, d.Addr, d.IPv4ID, d.Buf, comment)
 	}
 	return err
 }

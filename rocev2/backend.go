@@ -52,7 +52,7 @@ type Datagram struct {
 	// Addr is the destination on Send and the source on Receive.
 	Addr netip.AddrPort
 	// IPv4ID is the IPv4 identification the packet travelled with: set by
-	// Send; set by Receive when known (ICRC is ICRCOK over IPv4).
+	// Send; set by Receive when known (ICRC Matches over IPv4).
 	IPv4ID uint16
 	// ICRC is the receive-side verdict on the ICRC (unused on Send).
 	ICRC ICRCStatus
@@ -129,7 +129,15 @@ const (
 	ICRCOK
 	// ICRCBad: the ICRC does not match; the packet must be dropped.
 	ICRCBad
+	// ICRCVerified: the ICRC matches the IP header the packet arrived in,
+	// which the backend saw whole (afpacket): all 32 bits checked over the
+	// real IPv4 ID, nothing inferred.
+	ICRCVerified
 )
+
+// Matches reports whether the backend found the ICRC right (ICRCOK or
+// ICRCVerified).
+func (s ICRCStatus) Matches() bool { return s == ICRCOK || s == ICRCVerified }
 
 func (s ICRCStatus) String() string {
 	switch s {
@@ -137,6 +145,8 @@ func (s ICRCStatus) String() string {
 		return "ok"
 	case ICRCBad:
 		return "bad"
+	case ICRCVerified:
+		return "verified"
 	}
 	return "unchecked"
 }

@@ -20,6 +20,8 @@ const (
 	ErrFrameTruncated               // Ethernet/IP/UDP headers or lengths are inconsistent
 	ErrDatagram                     // the datagram itself is unusable: empty, cut by the receive buffer, or its length lies
 	ErrSource                       // the source address is of an unknown family, or not the device's family
+	ErrEncap                        // an encapsulation RoCEv2 does not use: a VLAN tag on an untagged port, IPv4 options, an IPv6 extension header, a fragment
+	ErrChecksum                     // the IPv4 header checksum or a non-zero UDP checksum is wrong
 	numParseErrors
 )
 
@@ -27,6 +29,7 @@ const (
 var ParseErrors = []ParseError{
 	ErrShort, ErrUnknownOpcode, ErrTVer, ErrHeaderTruncated, ErrPadCount,
 	ErrUnexpectedPayload, ErrICRC, ErrNotRoCE, ErrFrameTruncated, ErrDatagram, ErrSource,
+	ErrEncap, ErrChecksum,
 }
 
 // NumParseErrors sizes arrays indexed by ParseError.
@@ -44,6 +47,8 @@ var parseErrorText = [numParseErrors]string{
 	ErrFrameTruncated:    "rocev2: Ethernet/IP/UDP headers truncated or inconsistent",
 	ErrDatagram:          "rocev2: datagram empty, larger than the receive buffer, or of a length the receiver cannot trust",
 	ErrSource:            "rocev2: datagram from a source address of an unexpected family",
+	ErrEncap:             "rocev2: frame with a VLAN tag, IPv4 options, an IPv6 extension header or a fragment, which RoCEv2 does not use",
+	ErrChecksum:          "rocev2: IPv4 header checksum or UDP checksum wrong",
 }
 
 func (e ParseError) Error() string {
@@ -73,6 +78,10 @@ func (e ParseError) CounterName() string {
 		return "rcvd_bad_datagram"
 	case ErrSource:
 		return "rcvd_bad_source"
+	case ErrEncap:
+		return "rcvd_bad_encap"
+	case ErrChecksum:
+		return "rcvd_bad_checksum"
 	}
 	return "rcvd_unknown_err"
 }

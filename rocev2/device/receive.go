@@ -206,6 +206,7 @@ func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet) {
 		return
 	}
 	switch dg.ICRC {
+	case rocev2.ICRCVerified: // over the real IPv4 ID: nothing inferred
 	case rocev2.ICRCOK:
 		if dg.IPv4ID != 0 {
 			d.Counters.RcvdICRCIDInferred.Add(1)

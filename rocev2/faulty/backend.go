@@ -270,7 +270,7 @@ func (b *Backend) corrupt(pkts []rocev2.Datagram) {
 			k++
 		}
 		d.Buf[k] ^= 1 << (bit % 8)
-		if d.ICRC == rocev2.ICRCOK {
+		if d.ICRC.Matches() {
 			d.ICRC = rocev2.ICRCBad
 		}
 		b.stats.corrupted.Add(1)
