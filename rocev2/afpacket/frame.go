@@ -28,11 +28,11 @@ const (
 // IPv6 next headers that are extension headers RoCEv2 never uses: the
 // filter lets them through so that the receive path counts them.
 const (
-	nextHopByHop  = 0
-	nextRouting   = 43
-	nextFragment  = 44
-	nextDestOpts  = 60
-	ipv4FragMask  = 0x3FFF // MF flag and fragment offset
+	nextHopByHop = 0
+	nextRouting  = 43
+	nextFragment = 44
+	nextDestOpts = 60
+	ipv4FragMask = 0x3FFF // MF flag and fragment offset
 )
 
 // header is what the send path writes in front of one packet.
@@ -105,11 +105,45 @@ const (
 	statusCsumValid    = 1 << 7 // TP_STATUS_CSUM_VALID: the device checked the checksum
 )
 
+// virtio_net_hdr's GSO types and flags (linux/virtio_net.h): with
+// PACKET_VNET_HDR the kernel says whether a frame is a GSO super-frame. A
+// virtual link (veth, a VM's tap) hands a UDP GSO send over unsegmented:
+// one frame with the headers once and the segments' payloads back to back,
+// each segment sealed for the headers segmentation would give it.
+const (
+	vnetHdrLen     = 10
+	gsoNone        = 0
+	gsoUDPL4       = 5
+	gsoECN         = 0x80
+	vnetNeedsCsum  = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM: checksum left to offload
+	vnetDataValid  = 2 // VIRTIO_NET_HDR_F_DATA_VALID: checksum checked
+	maxGSOSegments = 64
+)
+
 // rxFrame is one received frame as the kernel reported it.
 type rxFrame struct {
 	data    []byte
 	pktType uint8  // sockaddr_ll's sll_pkttype
 	status  uint32 // PACKET_AUXDATA's tp_status (0 without one)
+	vnet    [vnetHdrLen]byte
+}
+
+// rxMessage is a validated frame, to be handed out as one packet or, for a
+// GSO super-frame, one per segment.
+type rxMessage struct {
+	drop    rocev2.ParseError
+	ip, udp []byte // the frame's headers
+	payload []byte // every segment's
+	seg     int    // bytes per segment (the last may be shorter); > 0 unless drop
+	src     netip.AddrPort
+}
+
+// segments returns how many packets m holds.
+func (m *rxMessage) segments() int {
+	if m.drop != 0 {
+		return 1
+	}
+	return max(1, (len(m.payload)+m.seg-1)/m.seg)
 }
 
 // rxCheck is what the receive path judges frames by: the device's own
@@ -119,146 +153,169 @@ type rxCheck struct {
 	maxFrame int        // Ethernet header plus the MTU
 }
 
-// check validates a received frame and fills d with its RoCEv2 packet and
-// sender, its ICRC verdict over the real headers and its IPv4 ID, or with
-// a Drop reason. Every field of the frame is untrusted: any length or
-// header that lies, any encapsulation RoCEv2 does not use (VLAN tags, IPv4
-// options, IPv6 extension headers, fragments), a wrong IPv4 header
-// checksum or a wrong non-zero UDP checksum, a frame longer than the link's
-// MTU allows, or one not sent to this device ends in a drop, never in a
-// slice out of bounds.
-func (c *rxCheck) check(f rxFrame, d *rocev2.Datagram) {
-	*d = rocev2.Datagram{}
+// message validates a received frame. Every field of it is untrusted: any
+// length or header that lies, any encapsulation RoCEv2 does not use (VLAN
+// tags, IPv4 options, IPv6 extension headers, fragments), a wrong IPv4
+// header checksum or a wrong non-zero UDP checksum, a frame (or a GSO
+// segment) longer than the link's MTU allows, or one not sent to this
+// device ends in a drop, never in a slice out of bounds.
+func (c *rxCheck) message(f rxFrame) rxMessage {
 	fr := f.data
+	gsoType, gsoSize := f.vnet[1]&^gsoECN, int(binary.NativeEndian.Uint16(f.vnet[4:]))
 	switch {
-	case f.pktType != packetHost:
-		d.Drop = rocev2.ErrNotRoCE // broadcast, multicast, another host's (promiscuous)
-		return
 	case f.status&statusVLANValid != 0:
-		d.Drop = rocev2.ErrEncap // a tagged frame belongs to a VLAN device, not to us
-		return
-	case len(fr) > c.maxFrame:
-		d.Drop = rocev2.ErrDatagram // longer than the link's MTU lets through
-		return
+		return rxMessage{drop: rocev2.ErrEncap} // a tagged frame belongs to a VLAN device, not to us
+	case f.pktType != packetHost:
+		return rxMessage{drop: rocev2.ErrNotRoCE} // broadcast, multicast, another host's (promiscuous)
+	case gsoType != gsoNone && gsoType != gsoUDPL4:
+		return rxMessage{drop: rocev2.ErrEncap}
+	case gsoType == gsoNone && len(fr) > c.maxFrame:
+		return rxMessage{drop: rocev2.ErrDatagram} // longer than the link's MTU lets through
 	case len(fr) < ethHeaderLen:
-		d.Drop = rocev2.ErrFrameTruncated
-		return
+		return rxMessage{drop: rocev2.ErrFrameTruncated}
 	}
-	var ip, udp, rest []byte
+	var ip, rest []byte
 	var src netip.Addr
 	switch binary.BigEndian.Uint16(fr[12:]) {
 	case ethTypeIPv4:
 		if !c.local.Is4() {
-			d.Drop = rocev2.ErrSource
-			return
+			return rxMessage{drop: rocev2.ErrSource}
 		}
 		p := fr[ethHeaderLen:]
 		if len(p) < rocev2.IPv4HeaderLen {
-			d.Drop = rocev2.ErrFrameTruncated
-			return
+			return rxMessage{drop: rocev2.ErrFrameTruncated}
 		}
 		ihl := int(p[0]&0x0F) * 4
 		total := int(binary.BigEndian.Uint16(p[2:]))
 		switch {
 		case p[0]>>4 != 4 || ihl < rocev2.IPv4HeaderLen || total < ihl || total > len(p):
-			d.Drop = rocev2.ErrFrameTruncated
-			return
+			return rxMessage{drop: rocev2.ErrFrameTruncated}
 		case rocev2.IPv4Checksum(p[:ihl]) != 0:
-			d.Drop = rocev2.ErrChecksum
-			return
+			return rxMessage{drop: rocev2.ErrChecksum}
 		case p[9] != protoUDP || netip.AddrFrom4([4]byte(p[16:20])) != c.local:
-			d.Drop = rocev2.ErrNotRoCE
-			return
+			return rxMessage{drop: rocev2.ErrNotRoCE}
 		case ihl != rocev2.IPv4HeaderLen || binary.BigEndian.Uint16(p[6:])&ipv4FragMask != 0:
 			// Options: rxe's ICRC assumes a 20-byte header, so no
 			// RoCE peer sends them. Fragments: RoCE sets DF.
-			d.Drop = rocev2.ErrEncap
-			return
+			return rxMessage{drop: rocev2.ErrEncap}
 		}
 		ip, rest = p[:ihl], p[ihl:total]
 		src = netip.AddrFrom4([4]byte(p[12:16]))
 	case ethTypeIPv6:
 		if !c.local.Is6() {
-			d.Drop = rocev2.ErrSource
-			return
+			return rxMessage{drop: rocev2.ErrSource}
 		}
 		p := fr[ethHeaderLen:]
 		if len(p) < rocev2.IPv6HeaderLen {
-			d.Drop = rocev2.ErrFrameTruncated
-			return
+			return rxMessage{drop: rocev2.ErrFrameTruncated}
 		}
 		plen := int(binary.BigEndian.Uint16(p[4:]))
 		switch {
 		case p[0]>>4 != 6 || rocev2.IPv6HeaderLen+plen > len(p):
-			d.Drop = rocev2.ErrFrameTruncated
-			return
+			return rxMessage{drop: rocev2.ErrFrameTruncated}
 		case netip.AddrFrom16([16]byte(p[24:40])) != c.local.WithZone(""):
-			d.Drop = rocev2.ErrNotRoCE
-			return
+			return rxMessage{drop: rocev2.ErrNotRoCE}
 		}
 		switch p[6] {
 		case protoUDP:
 		case nextHopByHop, nextRouting, nextFragment, nextDestOpts:
-			d.Drop = rocev2.ErrEncap
-			return
+			return rxMessage{drop: rocev2.ErrEncap}
 		default:
-			d.Drop = rocev2.ErrNotRoCE
-			return
+			return rxMessage{drop: rocev2.ErrNotRoCE}
 		}
 		ip, rest = p[:rocev2.IPv6HeaderLen], p[rocev2.IPv6HeaderLen:rocev2.IPv6HeaderLen+plen]
 		src = netip.AddrFrom16([16]byte(p[8:24]))
 		if src.Is4In6() {
-			d.Drop = rocev2.ErrSource
-			return
+			return rxMessage{drop: rocev2.ErrSource}
 		}
 		if src.IsLinkLocalUnicast() {
 			src = src.WithZone(c.local.Zone())
 		}
 	case ethTypeVLAN, ethTypeQinQ:
-		d.Drop = rocev2.ErrEncap
-		return
+		return rxMessage{drop: rocev2.ErrEncap}
 	default:
-		d.Drop = rocev2.ErrNotRoCE
-		return
+		return rxMessage{drop: rocev2.ErrNotRoCE}
 	}
 	if !src.IsValid() || src.IsUnspecified() || src.IsMulticast() || src.IsLoopback() || src == c.local.WithZone(src.Zone()) {
-		d.Drop = rocev2.ErrSource
-		return
+		return rxMessage{drop: rocev2.ErrSource}
 	}
 	if len(rest) < rocev2.UDPHeaderLen {
-		d.Drop = rocev2.ErrFrameTruncated
-		return
+		return rxMessage{drop: rocev2.ErrFrameTruncated}
 	}
-	udp = rest[:rocev2.UDPHeaderLen]
+	udp := rest[:rocev2.UDPHeaderLen]
 	if binary.BigEndian.Uint16(udp[2:]) != rocev2.UDPPort {
-		d.Drop = rocev2.ErrNotRoCE
-		return
+		return rxMessage{drop: rocev2.ErrNotRoCE}
 	}
 	if ulen := int(binary.BigEndian.Uint16(udp[4:])); ulen != len(rest) {
 		// The UDP length must fill the IP payload exactly: a shorter one
 		// hides bytes, a longer one claims bytes that are not there.
-		d.Drop = rocev2.ErrFrameTruncated
-		return
-	}
-	if sum := binary.BigEndian.Uint16(udp[6:]); sum != 0 && f.status&(statusCsumNotReady|statusCsumValid) == 0 &&
-		udpChecksum(ip, rest) != 0 {
-		d.Drop = rocev2.ErrChecksum
-		return
+		return rxMessage{drop: rocev2.ErrFrameTruncated}
 	}
 	payload := rest[rocev2.UDPHeaderLen:]
-	d.Buf = payload
-	d.Addr = netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:]))
-	d.ICRC = rocev2.ICRCBad
-	if len(payload) < rocev2.BTHLen+rocev2.ICRCLen {
-		return // the device's parser counts it as short
+	seg := len(payload)
+	if gsoType == gsoUDPL4 && gsoSize > 0 && gsoSize < len(payload) {
+		if ethHeaderLen+len(ip)+rocev2.UDPHeaderLen+gsoSize > c.maxFrame || len(payload) > maxGSOSegments*gsoSize {
+			return rxMessage{drop: rocev2.ErrDatagram}
+		}
+		seg = gsoSize
+	} else if ethHeaderLen+len(ip)+len(rest) > c.maxFrame {
+		return rxMessage{drop: rocev2.ErrDatagram}
 	}
-	crc, ok := rocev2.ICRCFromHeaders(ip, udp, payload[:len(payload)-rocev2.ICRCLen])
-	if ok && crc == binary.LittleEndian.Uint32(payload[len(payload)-rocev2.ICRCLen:]) {
-		d.ICRC = rocev2.ICRCVerified
+	unchecked := f.status&(statusCsumNotReady|statusCsumValid) != 0 || f.vnet[0]&(vnetNeedsCsum|vnetDataValid) != 0
+	if sum := binary.BigEndian.Uint16(udp[6:]); sum != 0 && !unchecked && udpChecksum(ip, rest) != 0 {
+		return rxMessage{drop: rocev2.ErrChecksum}
 	}
-	if c.local.Is4() {
+	if seg == 0 {
+		seg = 1 // an empty payload: one (short) packet
+	}
+	return rxMessage{ip: ip, udp: udp, payload: payload, seg: seg,
+		src: netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:]))}
+}
+
+// packet fills d with packet k of m: its bytes, its sender, and its ICRC
+// verdict over the headers it travelled in (for segment k of a GSO
+// super-frame, the ones segmentation gives it: the lengths of its own
+// size and, over IPv4, the ID plus k).
+func (c *rxCheck) packet(m *rxMessage, k int, d *rocev2.Datagram) {
+	if m.drop != 0 {
+		*d = rocev2.Datagram{Drop: m.drop}
+		return
+	}
+	off := min(k*m.seg, len(m.payload))
+	pkt := m.payload[off:min(off+m.seg, len(m.payload))]
+	*d = rocev2.Datagram{Buf: pkt, Addr: m.src, ICRC: rocev2.ICRCBad}
+	ip, udp := m.ip, m.udp
+	var ipb [rocev2.IPv6HeaderLen]byte
+	var udpb [rocev2.UDPHeaderLen]byte
+	if len(pkt) != len(m.payload) { // a segment: its own headers
+		n := copy(ipb[:], ip)
+		ip = ipb[:n]
+		copy(udpb[:], udp)
+		udp = udpb[:]
+		binary.BigEndian.PutUint16(udp[4:], uint16(rocev2.UDPHeaderLen+len(pkt)))
+		if ip[0]>>4 == 4 {
+			binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+rocev2.UDPHeaderLen+len(pkt)))
+			binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+uint16(k))
+		} else {
+			binary.BigEndian.PutUint16(ip[4:], uint16(rocev2.UDPHeaderLen+len(pkt)))
+		}
+	}
+	if ip[0]>>4 == 4 {
 		d.IPv4ID = binary.BigEndian.Uint16(ip[4:])
 	}
+	if len(pkt) < rocev2.BTHLen+rocev2.ICRCLen {
+		return // the device's parser counts it as short
+	}
+	crc, ok := rocev2.ICRCFromHeaders(ip, udp, pkt[:len(pkt)-rocev2.ICRCLen])
+	if ok && crc == binary.LittleEndian.Uint32(pkt[len(pkt)-rocev2.ICRCLen:]) {
+		d.ICRC = rocev2.ICRCVerified
+	}
+}
+
+// check validates a frame holding one packet (no GSO) into d.
+func (c *rxCheck) check(f rxFrame, d *rocev2.Datagram) {
+	m := c.message(f)
+	c.packet(&m, 0, d)
 }
 
 // udpChecksum returns the Internet checksum over the pseudo-header of ip

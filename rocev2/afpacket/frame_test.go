@@ -326,26 +326,98 @@ func TestFilter(t *testing.T) {
 // device's family.
 func FuzzCheck(f *testing.F) {
 	for _, tc := range hostileFrames(f) {
-		f.Add(tc.f.data, tc.f.pktType, tc.f.status, tc.c.local.Is6())
+		f.Add(tc.f.data, tc.f.pktType, tc.f.status, tc.c.local.Is6(), uint8(0), uint16(0))
 	}
-	f.Add(frameFrom(f, peer4, local4, 200), uint8(0), uint32(0), false)
-	f.Add(frameFrom(f, peer6, local6, 200), uint8(0), uint32(0), true)
-	f.Fuzz(func(t *testing.T, fr []byte, pktType uint8, status uint32, v6 bool) {
+	f.Add(frameFrom(f, peer4, local4, 200), uint8(0), uint32(0), false, uint8(0), uint16(0))
+	f.Add(frameFrom(f, peer6, local6, 200), uint8(0), uint32(0), true, uint8(0), uint16(0))
+	sf, _ := superFrame(f, peer4, local4, 7, 3, 500)
+	f.Add(sf.data, uint8(0), uint32(0), false, uint8(gsoUDPL4), uint16(500+rocev2.PacketLen(rocev2.RCSendOnly, 0)))
+	f.Fuzz(func(t *testing.T, fr []byte, pktType uint8, status uint32, v6 bool, gsoType uint8, gsoSize uint16) {
 		c := check4()
 		if v6 {
 			c = check6()
 		}
-		var d rocev2.Datagram
-		c.check(rxFrame{data: fr, pktType: pktType, status: status}, &d)
-		if d.Drop != 0 {
-			return
+		in := rxFrame{data: fr, pktType: pktType, status: status}
+		in.vnet[1] = gsoType
+		binary.NativeEndian.PutUint16(in.vnet[4:], gsoSize)
+		m := c.message(in)
+		n := m.segments()
+		require.LessOrEqual(t, n, maxGSOSegments)
+		total := 0
+		for k := range n {
+			var d rocev2.Datagram
+			c.packet(&m, k, &d)
+			if d.Drop != 0 {
+				require.Equal(t, 1, n)
+				return
+			}
+			require.True(t, d.Addr.Addr().Is6() == v6, "sender of the device's family")
+			require.NotEqual(t, rocev2.ICRCUnchecked, d.ICRC)
+			total += len(d.Buf)
 		}
-		require.True(t, d.Addr.Addr().Is6() == v6, "sender of the device's family")
-		require.LessOrEqual(t, len(d.Buf), len(fr))
-		if len(d.Buf) > 0 {
-			end := cap(fr[:0]) - cap(d.Buf[len(d.Buf):]) // d.Buf ends inside fr
-			require.LessOrEqual(t, end, len(fr))
-		}
-		require.NotEqual(t, rocev2.ICRCUnchecked, d.ICRC)
+		require.LessOrEqual(t, total, len(fr), "packets lie inside the frame")
 	})
+}
+
+// superFrame builds what a virtual link hands over for a UDP GSO send of
+// segs packets of n payload bytes each from peer to local: the headers
+// once, the segments back to back, each sealed for the headers
+// segmentation gives it (over IPv4, IDs id, id+1, ...).
+func superFrame(t testing.TB, from, to netip.Addr, id uint16, segs, n int) (rxFrame, [][]byte) {
+	t.Helper()
+	var pkts [][]byte
+	var payload []byte
+	for k := range segs {
+		pkt := roce(t, n)
+		h := header{srcMAC: macB, dstMAC: macA, src: from, dst: to, srcPort: 4791, dstPort: rocev2.UDPPort, ipv4ID: id + uint16(k), hopLimit: 64}
+		hdr := make([]byte, maxHeaderLen)
+		hn := h.put(hdr, len(pkt))
+		seal(hdr[:hn], pkt)
+		pkts = append(pkts, pkt)
+		payload = append(payload, pkt...)
+	}
+	h := header{srcMAC: macB, dstMAC: macA, src: from, dst: to, srcPort: 4791, dstPort: rocev2.UDPPort, ipv4ID: id, hopLimit: 64}
+	hdr := make([]byte, maxHeaderLen)
+	hn := h.put(hdr, len(payload))
+	f := rxFrame{data: append(hdr[:hn:hn], payload...)}
+	f.vnet[0] = vnetNeedsCsum
+	f.vnet[1] = gsoUDPL4
+	binary.NativeEndian.PutUint16(f.vnet[4:], uint16(len(pkts[0])))
+	return f, pkts
+}
+
+func TestCheckGSOSuperFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to netip.Addr
+		c        *rxCheck
+	}{
+		{"IPv4", peer4, local4, check4()},
+		{"IPv6", peer6, local6, check6()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, pkts := superFrame(t, tc.from, tc.to, 0xfffe, 5, 1000) // IDs wrap
+			m := tc.c.message(f)
+			require.Zero(t, m.drop, "%v", m.drop)
+			require.Equal(t, 5, m.segments())
+			for k := range 5 {
+				var d rocev2.Datagram
+				tc.c.packet(&m, k, &d)
+				assert.Equal(t, pkts[k], d.Buf, "segment %d", k)
+				assert.Equal(t, rocev2.ICRCVerified, d.ICRC, "segment %d", k)
+				if tc.from.Is4() {
+					assert.Equal(t, uint16(0xfffe)+uint16(k), d.IPv4ID, "segment %d", k)
+				}
+			}
+		})
+	}
+	// A segment the MTU would not let through, a GSO type RoCE never uses.
+	f, _ := superFrame(t, peer4, local4, 0, 3, 1000)
+	small := &rxCheck{local: local4, maxFrame: ethHeaderLen + 800}
+	assert.Equal(t, rocev2.ErrDatagram, small.message(f).drop, "segments beyond the MTU")
+	f.vnet[1] = 1 // TCPv4
+	assert.Equal(t, rocev2.ErrEncap, check4().message(f).drop, "TCP segmentation")
+	// Without GSO, the same frame is one jumbo frame.
+	f.vnet = [vnetHdrLen]byte{}
+	assert.Equal(t, rocev2.ErrDatagram, check4().message(f).drop, "a jumbo frame")
 }
