@@ -57,6 +57,15 @@ func New(tb testing.TB) *Pair {
 	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.NSA).Run() })
 	Run(tb, "netns", "add", p.NSB)
 	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.NSB).Run() })
+	for _, ns := range []string{p.NSA, p.NSB} {
+		// No duplicate address detection: an address (the link-local one
+		// the kernel adds too) is usable as soon as the link is up.
+		if err := In(ns, func() error {
+			return os.WriteFile("/proc/sys/net/ipv6/conf/default/accept_dad", []byte("0"), 0)
+		}); err != nil {
+			tb.Fatalf("turning off DAD in %s: %v", ns, err)
+		}
+	}
 	Run(tb, "link", "add", p.IfA, "netns", p.NSA, "type", "veth", "peer", "name", p.IfB, "netns", p.NSB)
 	for _, s := range []struct{ ns, ifn, a4, a6 string }{
 		{p.NSA, p.IfA, p.A.String(), p.A6.String()},
@@ -87,8 +96,8 @@ func linkInfo(tb testing.TB, ns, ifn string) ([6]byte, netip.Addr) {
 	}
 	ll := [16]byte{0xfe, 0x80, 8: mac[0] ^ 2, 9: mac[1], 10: mac[2], 11: 0xff, 12: 0xfe, 13: mac[3], 14: mac[4], 15: mac[5]}
 	a := netip.AddrFrom16(ll)
-	// The kernel adds it itself, after duplicate address detection; add it
-	// now without DAD so tests need not wait (an existing one is fine).
+	// The kernel adds it itself when the link comes up (DAD is off);
+	// adding it here too makes sure it is there (an existing one is fine).
 	_ = exec.Command("ip", "-n", ns, "addr", "add", a.String()+"/64", "dev", ifn, "nodad").Run()
 	return mac, a.WithZone(ifn)
 }

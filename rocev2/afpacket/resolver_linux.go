@@ -32,7 +32,7 @@ const (
 	failedFor             = time.Second
 	refreshAfter          = 10 * time.Second
 	maxNeighbours         = 4096 // destinations cached; beyond, sends to new ones fail
-	parkSlots             = 64   // packets parked for all unresolved destinations together
+	parkSlots             = 128  // packets parked for all unresolved destinations together (the kernel queues ~100 per neighbour)
 
 	// retry backs off from retryMin to retryMax while a destination
 	// resolves.

@@ -29,7 +29,8 @@ var (
 // is 0.
 //
 // A datagram whose destination's MAC is not known yet waits (a copy) until
-// the kernel has resolved it, and is sent then. A datagram that cannot be
+// the kernel has resolved it, and is sent then; its IPv4ID is not known
+// when Send returns (its SrcPort is). A datagram that cannot be
 // sent (bad destination, too long, an unreachable peer) is dropped, like a
 // NIC would, and the others still go; Send then returns the first such
 // error.
@@ -89,6 +90,7 @@ func (b *Backend) sendChunk(pkts []rocev2.Datagram, now time.Time) (int, error) 
 			fail(errTooLong)
 			continue
 		}
+		d.SrcPort, _ = rocev2.SourcePort(d.Sender, d.Buf)
 		mac, ok, err := b.neighbourOf(dst.Addr(), d, now)
 		if !ok {
 			if err != nil {
