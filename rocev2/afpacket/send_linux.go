@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	errDest    = errors.New("afpacket: send: destination is not a unicast address and port of the device's family")
+	errDest    = errors.New("afpacket: send: destination is not a unicast address and port of the device's family on the wire (not loopback, not the device's own)")
 	errShort   = errors.New("afpacket: send: datagram shorter than an ICRC")
 	errTooLong = errors.New("afpacket: send: datagram longer than the interface's MTU allows")
 )
@@ -171,7 +171,8 @@ func (b *Backend) putHeader(hdr []byte, d *rocev2.Datagram, dst netip.AddrPort, 
 // dest normalizes a destination for the device's family.
 func (b *Backend) dest(ap netip.AddrPort) (netip.AddrPort, bool) {
 	a := ap.Addr().Unmap()
-	if ap.Port() == 0 || a.Is4() == b.ipv6 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
+	if ap.Port() == 0 || a.Is4() == b.ipv6 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() ||
+		a.IsLoopback() || a.WithZone("") == b.local.Addr().WithZone("") { // nothing on the wire reaches these
 		return netip.AddrPort{}, false
 	}
 	return netip.AddrPortFrom(a.WithZone(""), ap.Port()), true
