@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -41,7 +42,8 @@ const (
 // config is the parsed command line.
 type config struct {
 	local    netip.Addr
-	server   string // the server's address; empty in server mode
+	backend  backendflag.Spec // -backend, -i
+	server   string           // the server's address; empty in server mode
 	oobPort  int
 	rocePort int
 	tests    []string
@@ -76,8 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage:
-  server: roce-perf -d LOCAL_ADDR [-p PORT] [-capture FILE] [-json]
-  client: roce-perf -d LOCAL_ADDR [-t write|send|read | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
+  server: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-p PORT] [-capture FILE] [-json]
+  client: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-t write|send|read | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
 
 Measures goroce RC between two processes like perftest (ib_write_bw, ib_send_bw,
 ib_read_bw, ib_send_lat), and a raw-UDP baseline between the same addresses.
@@ -86,7 +88,9 @@ The client chooses the tests; the server follows and exits when the client is do
 `)
 		fs.PrintDefaults()
 	}
-	local := fs.String("d", "", "local `address` the RoCE device binds (one per process, e.g. 127.0.0.1 and 127.0.0.2)")
+	local := fs.String("d", "", "local `address` the RoCE device binds (one per process, e.g. 127.0.0.1 and 127.0.0.2; default with -i: the interface's first)")
+	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW)")
+	fs.StringVar(&c.backend.Iface, "i", "", "network `interface` of the device (-backend afpacket); the address defaults to its first one")
 	fs.IntVar(&c.oobPort, "p", defaultOOBPort, "TCP `port` of the control connection (server: 0 picks a free one, see -ready)")
 	fs.IntVar(&c.rocePort, "port", 4791, "UDP `port` of the RoCE device (0: any free port; captures decode as RoCE only on 4791)")
 	test := fs.String("t", kindWrite, "bandwidth `test`: write, send or read")
@@ -112,12 +116,22 @@ The client chooses the tests; the server follows and exits when the client is do
 		return nil, err
 	}
 
-	if *local == "" {
-		return nil, errors.New("-d LOCAL_ADDR is required: the address this process's RoCE device binds (e.g. -d 127.0.0.1 on the server, -d 127.0.0.2 on the client)")
+	if *local != "" {
+		a, err := netip.ParseAddr(*local)
+		if err != nil {
+			return nil, fmt.Errorf("-d %q: %v (give an IP address such as 127.0.0.1)", *local, err)
+		}
+		c.backend.Addr = a
 	}
-	a, err := netip.ParseAddr(*local)
+	if err := c.backend.Check(); err != nil {
+		return nil, err
+	}
+	a, ok, err := c.backend.LocalAddr()
 	if err != nil {
-		return nil, fmt.Errorf("-d %q: %v (give an IP address such as 127.0.0.1)", *local, err)
+		return nil, err
+	}
+	if !ok {
+		return nil, errors.New("-d LOCAL_ADDR is required (or -i IFACE): the address this process's RoCE device binds (e.g. -d 127.0.0.1 on the server, -d 127.0.0.2 on the client)")
 	}
 	c.local = a
 	switch fs.NArg() {
@@ -193,6 +207,9 @@ The client chooses the tests; the server follows and exits when the client is do
 	}
 	if c.oobPort == 0 && !c.isServer() {
 		return nil, errors.New("-p 0: the client must be told the server's port (the server prints it, or writes it to its -ready file)")
+	}
+	if c.backend.IsAFPacket() && c.rocePort != 4791 {
+		return nil, errors.New("-backend afpacket runs on UDP port 4791 only (no -port)")
 	}
 	if c.timeout <= 0 {
 		return nil, errors.New("-timeout must be positive")

@@ -87,7 +87,7 @@ func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error
 		}
 		defer pprof.StopCPUProfile()
 	}
-	n, err := openNode(cfg.local, cfg.rocePort, cfg.capture)
+	n, err := openNode(cfg.backend, cfg.local, cfg.rocePort, cfg.capture)
 	if err != nil {
 		return err
 	}

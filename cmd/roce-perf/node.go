@@ -7,28 +7,36 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/afpacket"
 	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/rocev2/udp"
 )
 
-// node is this process's RoCE device on the UDP backend, optionally tapped
-// into a capture file.
+// node is this process's RoCE device on its backend (UDP by default),
+// optionally tapped into a capture file.
 type node struct {
 	dev *device.Device
-	udp *udp.Backend // for its GSO/GRO features, which the baseline copies
+	udp *udp.Backend // for its GSO/GRO features, which the baseline copies; nil on AF_PACKET
 
 	tap  *pcap.Tap
 	capW *pcap.Writer // buffers on its own
 	capF *os.File
 }
 
-// openNode opens the device on local:port (port 0: any free port), with a
-// capture tap when capture names a file.
-func openNode(local netip.Addr, port int, capture string) (*node, error) {
+// openNode opens the device on local:port (port 0: any free port) with the
+// chosen backend, with a capture tap when capture names a file.
+func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string) (*node, error) {
 	addr := netip.AddrPortFrom(local, uint16(port))
-	ub, err := udp.Open(udp.Config{Addr: addr})
+	var be rocev2.Backend
+	var err error
+	if spec.IsAFPacket() {
+		be, _, err = backendflag.Open(spec, local)
+	} else {
+		be, err = udp.Open(udp.Config{Addr: addr})
+	}
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("open the RoCE device on %v: %w: another roce-perf, a goroce program or the kernel's rdma_rxe module holds UDP port %d there; stop it or pass -port", addr, err, port)
@@ -38,29 +46,30 @@ func openNode(local netip.Addr, port int, capture string) (*node, error) {
 		}
 		return nil, fmt.Errorf("open the RoCE device on %v: %w", addr, err)
 	}
-	n := &node{udp: ub}
-	var backend rocev2.Backend = ub
+	n := &node{}
+	n.udp, _ = be.(*udp.Backend)
+	var backend rocev2.Backend = be
 	if capture != "" {
 		if n.capF, err = os.Create(capture); err != nil {
-			ub.Close()
+			be.Close()
 			return nil, fmt.Errorf("-capture: %w", err)
 		}
 		n.capW, err = pcap.NewWriter(n.capF, pcap.WriterOptions{
 			InterfaceName: "goroce0",
-			Description:   "goroce RoCEv2 device over udp4 " + ub.LocalAddr().String() + " (roce-perf)",
+			Description:   "goroce RoCEv2 device on " + describe(be) + " (roce-perf)",
 		})
 		if err != nil {
 			n.capF.Close()
-			ub.Close()
+			be.Close()
 			return nil, fmt.Errorf("-capture %s: %w", capture, err)
 		}
-		n.tap = pcap.NewTap(ub, n.capW)
+		n.tap = pcap.NewTap(be, n.capW)
 		backend = n.tap.Backend()
 	}
 	n.dev, err = device.New(device.Config{Name: "goroce0", Backend: backend})
 	if err != nil {
 		n.closeCapture()
-		ub.Close()
+		be.Close()
 		return nil, err
 	}
 	// Counters for other processes (roce-devinfo -counters -d ADDR); the
@@ -71,8 +80,23 @@ func openNode(local netip.Addr, port int, capture string) (*node, error) {
 	return n, nil
 }
 
-// features reports whether goroce's UDP backend uses GSO and GRO.
-func (n *node) features() (gso, gro bool) { return n.udp.Features() }
+// features reports whether goroce's UDP backend uses GSO and GRO (on the
+// AF_PACKET backend it uses neither).
+func (n *node) features() (gso, gro bool) {
+	if n.udp == nil {
+		return false, false
+	}
+	return n.udp.Features()
+}
+
+// describe names a backend for a capture's description.
+func describe(b rocev2.Backend) string {
+	if a, ok := b.(*afpacket.Backend); ok {
+		name, _ := a.Interface()
+		return "AF_PACKET " + name + " " + a.LocalAddr().Addr().String()
+	}
+	return "udp " + b.LocalAddr().String()
+}
 
 // close stops the device, then completes the capture: every packet the
 // device sent or received is recorded once the device is closed.

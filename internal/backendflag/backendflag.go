@@ -1,0 +1,139 @@
+// Package backendflag is the backend choice the tools share: -backend
+// udp|afpacket and -i IFACE, and opening what they name.
+//
+//	-backend udp       goroce's default: a UDP socket on the address and port
+//	-backend afpacket  whole Ethernet frames on an interface (needs CAP_NET_RAW)
+//	-i IFACE           the interface; the address defaults to its first one
+//
+// The afpacket backend needs the interface (or an address the host has on
+// one, from which the interface follows); the UDP backend needs an
+// address, which -i can supply.
+package backendflag
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/afpacket"
+	"github.com/goroce/goroce/rocev2/udp"
+)
+
+// The backends.
+const (
+	UDP      = "udp"
+	AFPacket = "afpacket"
+)
+
+// Usage is the flags' help text, for tools that print their own.
+const Usage = `-backend udp|afpacket   the packet backend: udp (default: a UDP socket on port 4791) or
+                        afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW)
+-i IFACE                the network interface; the address defaults to its first one`
+
+// Spec is a tool's backend choice.
+type Spec struct {
+	Kind  string     // UDP (""), or AFPacket
+	Iface string     // -i
+	Addr  netip.Addr // -d, if given
+	Port  uint16     // the UDP backend's port (0: 4791)
+}
+
+// Check reports a choice that cannot work, in words that say what to type.
+func (s *Spec) Check() error {
+	switch s.Kind {
+	case "", UDP:
+	case AFPacket:
+		if s.Iface == "" && !s.Addr.IsValid() {
+			return errors.New("-backend afpacket needs the interface: -i IFACE (e.g. -i eth0), or -d with an address of one")
+		}
+		if s.Port != 0 && s.Port != rocev2.UDPPort {
+			return fmt.Errorf("-backend afpacket sends and receives on UDP port %d only (no -udp-port %d)", rocev2.UDPPort, s.Port)
+		}
+	default:
+		return fmt.Errorf("-backend %q: use udp or afpacket", s.Kind)
+	}
+	return nil
+}
+
+// IsAFPacket reports whether the choice is the AF_PACKET backend.
+func (s *Spec) IsAFPacket() bool { return s.Kind == AFPacket }
+
+// LocalAddr returns the address the device will have: -d's, else the first
+// address of -i's interface. ok is false when neither is given.
+func (s *Spec) LocalAddr() (netip.Addr, bool, error) {
+	if s.Addr.IsValid() {
+		return s.Addr, true, nil
+	}
+	if s.Iface == "" {
+		return netip.Addr{}, false, nil
+	}
+	a, err := FirstAddr(s.Iface)
+	return a, err == nil, err
+}
+
+// FirstAddr returns the first address of an interface (a link-local IPv6
+// one zoned with the interface).
+func FirstAddr(iface string) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("-i %s: %w (ip link lists the interfaces)", iface, err)
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("-i %s: %w", iface, err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+				ip = ip.Unmap()
+				if ip.Is6() && ip.IsLinkLocalUnicast() {
+					ip = ip.WithZone(iface)
+				}
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("-i %s: the interface has no IP address (ip addr add ADDR/PREFIX dev %s)", iface, iface)
+}
+
+// ifaceOf returns the interface that has addr.
+func ifaceOf(addr netip.Addr) (string, error) {
+	ifi, ok := udp.InterfaceOf(addr)
+	if !ok {
+		return "", fmt.Errorf("no interface has the address %v (-d): give -i IFACE", addr)
+	}
+	return ifi.Name, nil
+}
+
+// Open opens the chosen backend on addr (LocalAddr's, or the caller's
+// choice when it has none) and returns it with a description for logs.
+func Open(s Spec, addr netip.Addr) (rocev2.Backend, string, error) {
+	if err := s.Check(); err != nil {
+		return nil, "", err
+	}
+	if !s.IsAFPacket() {
+		port := s.Port
+		if port == 0 {
+			port = rocev2.UDPPort
+		}
+		b, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(addr, port)})
+		if err != nil {
+			return nil, "", err
+		}
+		return b, "udp " + b.LocalAddr().String(), nil
+	}
+	iface := s.Iface
+	if iface == "" {
+		var err error
+		if iface, err = ifaceOf(addr); err != nil {
+			return nil, "", err
+		}
+	}
+	b, err := afpacket.Open(afpacket.Config{Interface: iface, Addr: addr})
+	if err != nil {
+		return nil, "", err
+	}
+	return b, "afpacket " + iface + " " + b.LocalAddr().Addr().String(), nil
+}
