@@ -2,6 +2,7 @@
 // show_gids script and rdma statistic print a kernel RDMA device.
 //
 //	roce-devinfo [-d ADDR] [-udp-port N] [-v] [-i PORT]   ibv_devinfo [-v] layout
+//	roce-devinfo -backend afpacket -i IFACE [-v]           a device on an interface (needs CAP_NET_RAW)
 //	roce-devinfo -l                                        list devices
 //	roce-devinfo -gids                                     show_gids layout
 //	roce-devinfo -counters                                 rdma statistic counters
@@ -15,6 +16,12 @@
 // attributes and GIDs are those any goroce device on that address has, but
 // its counters are its own, all zero.
 //
+// With -backend afpacket (or -i IFACE) the device is on the interface, as
+// an rxe device is: its MAC is the interface's, and so GID 0 is the
+// interface's link-local address and the node GUID derives from it; the
+// output ends with the interface and its MAC. -i takes a port number (as
+// ibv_devinfo's) or an interface name.
+//
 // The exit status is 0 on success, 1 if the device cannot be opened, 2 for
 // bad flags and 4 for a port the device does not have (as ibv_devinfo).
 package main
@@ -25,11 +32,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
@@ -48,6 +58,21 @@ type config struct {
 	list         bool
 	gids         bool
 	counters     bool
+	backend      backendflag.Spec
+}
+
+// portOrIface is -i: a port number, as ibv_devinfo's, or an interface name.
+type portOrIface struct{ c *config }
+
+func (p portOrIface) String() string { return "" }
+
+func (p portOrIface) Set(v string) error {
+	if n, err := strconv.Atoi(v); err == nil {
+		p.c.ibPort = n
+		return nil
+	}
+	p.c.backend.Iface = v
+	return nil
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -61,7 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&addr, "d", "127.0.0.1", "IP `address` to open the device on (goroce's device name is its address)")
 	fs.UintVar(&port, "udp-port", rocev2.UDPPort, "RoCEv2 UDP `port` to bind (0: an ephemeral one); if the default is taken (by\na kernel rxe or another goroce program), an ephemeral port is used instead")
 	fs.BoolVar(&c.verbose, "v", false, "print all the attributes of the device, and its GID table (ibv_devinfo -v)")
-	fs.IntVar(&c.ibPort, "i", 0, "print only port `N` (the device has port 1; 0: all ports)")
+	fs.Var(portOrIface{&c}, "i", "print only port `N` (the device has port 1; 0: all ports), or with a name, the network\ninterface of the device (-backend afpacket; the address defaults to its first one)")
+	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's\ninterface, as rxe; needs CAP_NET_RAW)")
 	fs.BoolVar(&c.list, "l", false, "print only the device's name (ibv_devinfo -l)")
 	fs.BoolVar(&c.gids, "gids", false, "print the GID table in the layout of the show_gids script")
 	fs.BoolVar(&c.counters, "counters", false, "print the device's counters, one \"name value\" line each, as rdma statistic\n"+
@@ -80,10 +106,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.Usage()
 		return c, errors.New("bad arguments")
 	}
+	dSet := false
+	fs.Visit(func(f *flag.Flag) { dSet = dSet || f.Name == "d" })
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "roce-devinfo: -d %q: want the IP address of the device, e.g. -d 127.0.0.1\n", addr)
 		return c, err
+	}
+	if dSet {
+		c.backend.Addr = a
+	}
+	if err := c.backend.Check(); err != nil {
+		fmt.Fprintln(stderr, "roce-devinfo:", err)
+		return c, err
+	}
+	if !dSet && c.backend.Iface != "" {
+		if a, err = backendflag.FirstAddr(c.backend.Iface); err != nil {
+			fmt.Fprintln(stderr, "roce-devinfo:", err)
+			return c, err
+		}
 	}
 	if port > 65535 || c.ibPort < 0 {
 		fmt.Fprintf(stderr, "roce-devinfo: -udp-port %d or -i %d out of range\n", port, c.ibPort)
@@ -136,6 +177,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		err = devinfo.WriteDevinfo(stdout, dev, c.verbose)
+		if err == nil && c.backend.IsAFPacket() {
+			name, mac := netdev(dev)
+			_, err = fmt.Fprintf(stdout, "\tnetdev:\t\t\t\t%s (AF_PACKET), MAC %s\n\n", name, mac)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "roce-devinfo:", err)
@@ -158,6 +203,18 @@ func readRunning(c config) (*device.Published, bool) {
 // runs on the address, it opens on an ephemeral port instead and says so:
 // the attributes and GIDs it prints do not depend on the port.
 func openDevice(c config, stderr io.Writer) (*device.Device, error) {
+	if c.backend.IsAFPacket() {
+		b, _, err := backendflag.Open(c.backend, c.addr)
+		if err != nil {
+			return nil, err
+		}
+		dev, err := device.New(device.Config{Backend: b})
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		return dev, nil
+	}
 	dev, err := openOn(c.addr, c.udpPort)
 	if err == nil {
 		return dev, nil
@@ -187,4 +244,14 @@ func openOn(addr netip.Addr, port uint16) (*device.Device, error) {
 		return nil, err
 	}
 	return dev, nil
+}
+
+// netdev returns the interface of an AF_PACKET device and its MAC.
+func netdev(dev *device.Device) (string, net.HardwareAddr) {
+	mac := dev.MAC()
+	name := "-"
+	if ifi, ok := udp.InterfaceOf(dev.LocalAddr().Addr()); ok {
+		name = ifi.Name
+	}
+	return name, net.HardwareAddr(mac[:])
 }
