@@ -34,6 +34,8 @@ type options struct {
 	udpPort uint16        // --udp-port: the device's and the peer's RoCEv2 UDP port
 	stats   bool          // --stats: print the device counters at exit
 	timeout time.Duration // --timeout: bound on every wait (0: wait forever, like the original)
+	backend string        // --backend: udp or afpacket
+	iface   string        // --iface, or -i with a name: the network interface
 }
 
 func defaultOptions() options {
@@ -60,6 +62,7 @@ var optTable = []optSpec{
 	{'g', "gid-idx", true, false}, {'o', "odp", false, false}, {'t', "ts", false, false},
 	{'c', "chk", false, false}, {'j', "dm", false, false}, {'h', "help", false, false},
 	{0, "udp-port", true, true}, {0, "stats", false, true}, {0, "timeout", true, true},
+	{0, "backend", true, true}, {0, "iface", true, true},
 }
 
 // errUsage means: print the usage and exit 1, as the original does for any
@@ -213,6 +216,10 @@ func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) erro
 	case "ib-dev":
 		o.dev = val
 	case "ib-port":
+		if _, perr := strconv.ParseInt(val, 0, 64); perr != nil && val != "" && (val[0] < '0' || val[0] > '9') && val[0] != '-' {
+			o.iface = val // goroce: -i also takes the network interface
+			break
+		}
 		o.ibPort, err = num(1, 255)
 	case "size":
 		o.size, err = num(0, 1<<31-1)
@@ -251,6 +258,14 @@ func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) erro
 		o.udpPort = uint16(n)
 	case "stats":
 		o.stats = true
+	case "backend":
+		if val != "udp" && val != "afpacket" {
+			fmt.Fprintf(stderr, "%s: invalid value '%s' for --backend (use udp or afpacket)\n", prog, val)
+			err = errUsage
+		}
+		o.backend = val
+	case "iface":
+		o.iface = val
 	case "timeout":
 		if o.timeout, err = time.ParseDuration(val); err != nil || o.timeout < 0 {
 			fmt.Fprintf(stderr, "%s: invalid duration '%s' for --timeout (e.g. 30s; 0 waits forever)\n", prog, val)
@@ -299,4 +314,8 @@ func usage(w io.Writer, prog string) {
 	fmt.Fprintf(w, "  -stats                 print the device's counters at exit\n")
 	fmt.Fprintf(w, "  -timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n")
 	fmt.Fprintf(w, "                         (default 0: wait forever, like the original)\n")
+	fmt.Fprintf(w, "  -backend=udp|afpacket  packet backend: udp (default, a UDP socket) or afpacket (whole\n")
+	fmt.Fprintf(w, "                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)\n")
+	fmt.Fprintf(w, "  -i <iface>, -iface=<iface>  the network interface (a name; a number is the IB port);\n")
+	fmt.Fprintf(w, "                         the address defaults to its first one\n")
 }

@@ -35,6 +35,10 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) { o.events, o.server = true, "-host" }},
 		{"accepted for compatibility", []string{"-l", "3", "-o", "-i", "1"},
 			func(o *options) { o.sl, o.odp = 3, true }},
+		{"the backend and its interface", []string{"-backend", "afpacket", "-i", "veth0"},
+			func(o *options) { o.backend, o.iface = "afpacket", "veth0" }},
+		{"the interface by its long name", []string{"--backend=udp", "-iface", "eth1", "-i", "1"},
+			func(o *options) { o.backend, o.iface = "udp", "eth1" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -64,6 +68,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"ib port 0", []string{"-i", "0"}, "for --ib-port"},
 		{"not a number", []string{"-n", "many"}, "invalid value 'many'"},
 		{"two servers", []string{"a", "b"}, ""},
+		{"unknown backend", []string{"-backend", "dpdk"}, "use udp or afpacket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -35,8 +35,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -162,8 +164,18 @@ func pingpongMain(o *options, stdout, stderr io.Writer) error {
 // openDevice opens the goroce device on -d's address, or on the source
 // address of the route to the server, or as a server on 127.0.0.1.
 func openDevice(o *options) (*device.Device, error) {
+	spec := backendflag.Spec{Kind: o.backend, Iface: o.iface, Port: o.udpPort}
+	if spec.IsAFPacket() && o.udpPort == rocev2.UDPPort {
+		spec.Port = 0
+	}
 	var addr netip.Addr
 	switch {
+	case o.dev == "" && o.iface != "":
+		a, err := backendflag.FirstAddr(o.iface)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("IB device %s not found", o.iface), err)
+		}
+		addr = a
 	case o.dev != "":
 		a, err := o.localAddr()
 		if err != nil {
@@ -179,8 +191,18 @@ func openDevice(o *options) (*device.Device, error) {
 	default:
 		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	dev, err := device.OpenUDP(addr, o.udpPort, device.Config{})
+	spec.Addr = addr
+	be, _, err := backendflag.Open(spec, addr)
+	var dev *device.Device
+	if err == nil {
+		if dev, err = device.New(device.Config{Backend: be}); err != nil {
+			be.Close()
+		}
+	}
 	if err != nil {
+		if spec.IsAFPacket() {
+			return nil, fail("Couldn't get context for goroce0", err)
+		}
 		hint := fmt.Sprintf("\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", addr, o.udpPort)
 		return nil, fail("Couldn't get context for goroce0", fmt.Errorf("%w%s", err, hint))
 	}
