@@ -49,12 +49,12 @@ bench-cq:
 	$(GO) build -o bin/ ./cmd/cq-bench
 	./bin/cq-bench -duration $(CQDURATION) -csv $(OUT)/cq-bench.csv
 
-## bench-afpacket: as root, roce-perf over veth between two namespaces, AF_PACKET vs UDP backend interleaved (ROUNDS, SECONDS)
+## bench-afpacket: as root, roce-perf over veth between two namespaces, AF_PACKET vs UDP backend interleaved (ROUNDS, BENCHSECS)
 ROUNDS ?= 3
-SECONDS ?= 2
+BENCHSECS ?= 2
 .PHONY: bench-afpacket
 bench-afpacket: build
-	./scripts/afpacket-bench.sh $(ROUNDS) $(SECONDS)
+	./scripts/afpacket-bench.sh $(ROUNDS) $(BENCHSECS)
 
 ## demo: the main job (see README)
 demo: build
