@@ -189,11 +189,11 @@ func Frame(local, peer netip.Addr, srcPort, id uint16, pkt []byte) []byte {
 	return append(hdr[:n:n], pkt...)
 }
 
-// SetResolveTimeout shortens how long the resolver waits for the kernel.
-func SetResolveTimeout(d time.Duration) func() {
-	old := resolveTimeoutVar
-	resolveTimeoutVar = d
-	return func() { resolveTimeoutVar = old }
+// SetResolveTimeout shortens how long b's resolver waits for the kernel.
+func SetResolveTimeout(b *Backend, d time.Duration) {
+	b.neigh.mu.Lock()
+	b.neigh.timeout = d
+	b.neigh.mu.Unlock()
 }
 
 // Constants for tests.

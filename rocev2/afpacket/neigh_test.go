@@ -46,7 +46,7 @@ func TestVethNeighbours(t *testing.T) {
 	})
 
 	t.Run("no answer", func(t *testing.T) {
-		defer afpacket.SetResolveTimeout(200 * time.Millisecond)()
+		afpacket.SetResolveTimeout(a, 200*time.Millisecond)
 		nobody := netip.AddrFrom4([4]byte{198, 18, p.A.As4()[2], 99})
 		dst := netip.AddrPortFrom(nobody, rocev2.UDPPort)
 		require.NoError(t, a.Send(packets(t, dst, 1, 2)), "parked while the kernel asks")

@@ -19,7 +19,7 @@ import (
 // (netlink_linux.go) and, once the MAC is known, sends what was parked.
 // That is what the kernel does with a packet whose neighbour is
 // incomplete (it queues it on the entry), and what a NIC driver sees of
-// it. A destination the kernel cannot resolve within resolveTimeout fails:
+// it. A destination the kernel cannot resolve within its timeout (3 s) fails:
 // its parked packets are dropped, and packets to it are refused for
 // failedFor before the kernel is asked again.
 //
@@ -39,9 +39,6 @@ const (
 	retryMin = time.Millisecond
 	retryMax = 100 * time.Millisecond
 )
-
-// resolveTimeoutVar is defaultResolveTimeout; tests shorten it.
-var resolveTimeoutVar = defaultResolveTimeout
 
 var (
 	errParkFull = errors.New("afpacket: too many packets wait for neighbour resolution; dropped")
@@ -77,6 +74,7 @@ type resolver struct {
 	b       *Backend
 	nl      *netlinkConn
 	mu      sync.Mutex
+	timeout time.Duration // how long the kernel gets to resolve (tests shorten it)
 	entries map[netip.Addr]*neighbour
 	gen     atomic.Uint64 // bumped when any entry's MAC or state changes
 	slots   []parked
@@ -91,6 +89,7 @@ type resolver struct {
 func newResolver(b *Backend, nl *netlinkConn, slotSize int) *resolver {
 	r := &resolver{
 		b: b, nl: nl,
+		timeout: defaultResolveTimeout,
 		entries: map[netip.Addr]*neighbour{},
 		slots:   make([]parked, parkSlots),
 		free:    make([]int, 0, parkSlots),
@@ -288,9 +287,9 @@ func (r *resolver) settle(dst netip.Addr, mac [6]byte, ok bool, err error, now t
 	switch {
 	case ok:
 		e.state, e.mac, e.since = neighResolved, mac, now
-	case err != nil || now.Sub(e.since) >= resolveTimeoutVar:
+	case err != nil || now.Sub(e.since) >= r.timeout:
 		if err == nil {
-			err = fmt.Errorf("no answer to ARP or neighbour solicitation in %v", resolveTimeoutVar)
+			err = fmt.Errorf("no answer to ARP or neighbour solicitation in %v", r.timeout)
 		}
 		e.state, e.since = neighFailed, now
 		e.err = fmt.Errorf("afpacket: cannot reach %v on %s: %w", dst, r.b.link.name, err)
