@@ -3,6 +3,7 @@ package smcr_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,11 +31,12 @@ func TestStatsOfDevice(t *testing.T) {
 				_, err = s.Read(buf)
 				require.NoError(t, err)
 			}
-			after, ok := smcr.StatsOfDevice(dev, 0)
-			require.True(t, ok)
-			// Ten CDCs sent (their SEND completions) at least.
-			assert.GreaterOrEqual(t, after.CQ.Completions-before.CQ.Completions, uint64(10))
-			assert.Positive(t, after.CQ.Wakeups)
+			// Ten CDCs sent: their SEND completions come with the
+			// peer's ACKs, which may still be on their way.
+			waitFor(t, 30*time.Second, func() bool {
+				after, ok := smcr.StatsOfDevice(dev, 0)
+				return ok && after.CQ.Completions-before.CQ.Completions >= 10 && after.CQ.Wakeups > 0
+			})
 			_, ok = smcr.StatsOfDevice(netip.MustParseAddr("127.77.255.254"), 0)
 			assert.False(t, ok)
 		})
