@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/goroce/goroce/smcr"
+)
+
+// The scale check: hold n SMC-R connections at once (in as many link groups
+// as that takes, 32 connections each), prove each one works with one
+// uperf exchange, report the memory each idle connection costs in both
+// processes, close them all, and check that nothing is left: the link
+// groups end after their linger, the load generator's device closes, and
+// goroutines, file descriptors and heap return to where they were.
+
+// leakWait bounds how long the check waits for link groups to linger out
+// and their resources to go.
+const leakWait = 90 * time.Second
+
+func runScale(set smcSettings, modes []string, n int) error {
+	if set.Linger == 0 {
+		set.Linger = time.Second
+	}
+	var smcModes []string
+	for _, m := range modes {
+		if m != modeTCP {
+			smcModes = append(smcModes, m)
+		}
+	}
+	if len(smcModes) == 0 {
+		return fmt.Errorf("-scale needs an SMC-R mode")
+	}
+	srv, err := startServer(set, smcModes, "")
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	fmt.Printf("smc-bench -scale %d: %s; load average %s\n", n, machine(), loadAvg())
+	failed := false
+	for _, mode := range smcModes {
+		ok, err := scaleOne(set, srv, mode, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+		failed = failed || !ok
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// scaleOne runs the check for one mode; false when it found a fault.
+func scaleOne(set smcSettings, srv *serverProc, mode string, n int) (bool, error) {
+	ok := true
+	fail := func(format string, args ...any) {
+		ok = false
+		fmt.Printf("  FAILED: "+format+"\n", args...)
+	}
+	fmt.Printf("\n%s, %d connections, link groups of at most %d, linger %v\n", mode, n, maxConnsPerLinkGroup, set.Linger)
+	cli0 := readMem()
+	s0, err := srv.mem()
+	if err != nil {
+		return false, err
+	}
+	dial, err := set.dialFunc(mode)
+	if err != nil {
+		return false, err
+	}
+	cs := &conns{mode: mode, dial: dial}
+	addr := net.JoinHostPort(serverAddr.String(), strconv.Itoa(srv.hello.Uperf[mode]))
+	t0 := time.Now()
+	uc, err := newUperfClients(cs, addr, n)
+	if err != nil {
+		fail("%v", err)
+		return false, nil
+	}
+	setup := time.Since(t0)
+	s1, err := srv.waitAccepted(mode, s0, n)
+	if err != nil {
+		uc.close()
+		return false, err
+	}
+	if err := connCheck(cs, mode, n, serverDelta(s0, s1, mode)); err != nil {
+		fail("%v", err)
+	}
+	t1 := time.Now()
+	if err := uc.once(); err != nil {
+		fail("an exchange on every connection: %v", err)
+	}
+	exch := time.Since(t1)
+	cli1 := readMem()
+	s2, err := srv.mem()
+	if err != nil {
+		uc.close()
+		return false, err
+	}
+	cdev, _ := smcr.StatsOfDevice(clientAddr, set.devPort(mode))
+	sdev := s2.CQ[mode]
+	fmt.Printf("  set up %d connections in %v (%.0f/s), one exchange on each in %v\n", n, setup.Round(time.Millisecond), float64(n)/setup.Seconds(), exch.Round(time.Millisecond))
+	fmt.Printf("  SMC-R: %d client / %d server connections; link groups: %d client / %d server (%d used by the connections)\n",
+		smcCount(cs.counts.ByMode), smcCount(serverDelta(s0, s1, mode)), cdev.LinkGroups, sdev.LinkGroups, len(cs.counts.LinkGroups))
+	perConn := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
+	fmt.Printf("  memory per idle connection: load generator %.1f KiB heap, %.1f KiB RSS; server %.1f KiB heap, %.1f KiB RSS\n",
+		perConn(cli1.HeapInuse, cli0.HeapInuse)/1024, perConn(cli1.RSSKiB, cli0.RSSKiB),
+		perConn(s2.Mem.HeapInuse, s0.Mem.HeapInuse)/1024, perConn(s2.Mem.RSSKiB, s0.Mem.RSSKiB))
+	fmt.Printf("  (heap in use: load generator %s -> %s, server %s -> %s; goroutines %d -> %d and %d -> %d)\n",
+		mib(float64(cli0.HeapInuse)), mib(float64(cli1.HeapInuse)), mib(float64(s0.Mem.HeapInuse)), mib(float64(s2.Mem.HeapInuse)),
+		cli0.Goroutines, cli1.Goroutines, s0.Mem.Goroutines, s2.Mem.Goroutines)
+
+	t2 := time.Now()
+	uc.close()
+	closeTime := time.Since(t2)
+	// Wait for the link groups to linger out: the load generator's device
+	// closes with its last group; the server's stays (its listener holds
+	// it) with no group left.
+	deadline := time.Now().Add(leakWait)
+	var cli2 memInfo
+	var s3 ctlResp
+	for {
+		_, devOpen := smcr.StatsOfDevice(clientAddr, set.devPort(mode))
+		s3, err = srv.mem()
+		if err != nil {
+			return false, err
+		}
+		cli2 = readMem()
+		srvGroups := s3.CQ[mode].LinkGroups
+		settled := !devOpen && srvGroups == 0 && s3.Open[mode] == 0 &&
+			cli2.Goroutines <= cli0.Goroutines && cli2.FDs <= cli0.FDs &&
+			s3.Mem.Goroutines <= s0.Mem.Goroutines && s3.Mem.FDs <= s0.Mem.FDs
+		if settled {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("not released %v after close: load generator device open %v, goroutines %d (before %d), fds %d (before %d); server link groups %d, open connections %d, goroutines %d (before %d), fds %d (before %d)",
+				leakWait, devOpen, cli2.Goroutines, cli0.Goroutines, cli2.FDs, cli0.FDs, srvGroups, s3.Open[mode], s3.Mem.Goroutines, s0.Mem.Goroutines, s3.Mem.FDs, s0.Mem.FDs)
+			dumpGoroutines()
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // link groups linger on a timer of their own
+	}
+	fmt.Printf("  closed in %v; released %v later: goroutines %d -> %d (load generator), %d -> %d (server); fds %d -> %d, %d -> %d\n",
+		closeTime.Round(time.Millisecond), time.Since(t2).Round(time.Millisecond)-closeTime.Round(time.Millisecond),
+		cli0.Goroutines, cli2.Goroutines, s0.Mem.Goroutines, s3.Mem.Goroutines, cli0.FDs, cli2.FDs, s0.Mem.FDs, s3.Mem.FDs)
+	fmt.Printf("  heap in use after: load generator %s (before %s), server %s (before %s)\n",
+		mib(float64(cli2.HeapInuse)), mib(float64(cli0.HeapInuse)), mib(float64(s3.Mem.HeapInuse)), mib(float64(s0.Mem.HeapInuse)))
+	// What a connection held is gone if the heap is back within 1 KiB per
+	// connection of where it was (buffers alone are 128 KiB).
+	slack := uint64(n) * 1024
+	if cli2.HeapInuse > cli0.HeapInuse+slack || s3.Mem.HeapInuse > s0.Mem.HeapInuse+slack {
+		fail("heap not released: load generator %s (before %s), server %s (before %s)",
+			mib(float64(cli2.HeapInuse)), mib(float64(cli0.HeapInuse)), mib(float64(s3.Mem.HeapInuse)), mib(float64(s0.Mem.HeapInuse)))
+	}
+	if ok {
+		fmt.Println("  no leak: every link group ended, goroutines, file descriptors and heap are back")
+	}
+	return ok, nil
+}
+
+// dumpGoroutines writes the load generator's goroutines to a file for a
+// leak's diagnosis.
+func dumpGoroutines() {
+	buf := make([]byte, 8<<20)
+	n := runtimeStack(buf)
+	name := fmt.Sprintf("smc-bench-goroutines-%d.txt", os.Getpid())
+	if err := os.WriteFile(name, buf[:n], 0o644); err == nil {
+		fmt.Printf("  goroutines written to %s\n", name)
+	}
+}
