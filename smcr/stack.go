@@ -126,6 +126,11 @@ func (s *stack) release() {
 	s.mu.Unlock()
 	stacks.Unlock()
 	if last {
+		// The first-contact locks are keyed by the stack: left in their
+		// package-level map they would keep its device, CQs and links
+		// reachable for the life of the process.
+		firstContactLocks.Delete(fcKey{s, roleClient})
+		firstContactLocks.Delete(fcKey{s, roleServer})
 		s.cqs.Close()
 		s.dev.Close()
 		stackClosed()
