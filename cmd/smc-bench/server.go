@@ -34,7 +34,7 @@ type hello struct {
 
 // ctlReq is a request from the load generator.
 type ctlReq struct {
-	Kind string `json:"kind"` // stats, mem, profile-start, profile-stop, quit
+	Kind string `json:"kind"` // stats, mem, heap, profile-start, profile-stop, quit
 	// File is a profile's file name, in the directory the server was
 	// started with (-profile-dir): a name, not a path.
 	File string `json:"file,omitempty"`
@@ -290,6 +290,16 @@ func runServer(set smcSettings, modes []string, profileDir string) error {
 			resp = s.stats()
 			m := readMem()
 			resp.Mem = &m
+		case "heap":
+			runtime.GC()
+			f, err := createProfile(profileDir, req.File)
+			if err == nil {
+				err = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+			if err != nil {
+				resp.Err = err.Error()
+			}
 		case "profile-start":
 			if prof != nil {
 				resp.Err = "a profile is running"
