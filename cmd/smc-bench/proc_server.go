@@ -18,7 +18,7 @@ import (
 // serverProc is the server process as the load generator sees it: its PID
 // (to read its CPU in /proc, and to stop it) and its control connection.
 type serverProc struct {
-	cmd   *exec.Cmd
+	cmd   *exec.Cmd // nil for a server in this process (tests)
 	hello hello
 	conn  net.Conn
 	ctl   *ctlmsg.Conn
@@ -74,7 +74,12 @@ func startServer(set smcSettings, modes []string, profileDir string) (*serverPro
 	return p, nil
 }
 
-func (p *serverProc) pid() int { return p.cmd.Process.Pid }
+func (p *serverProc) pid() int {
+	if p.cmd == nil {
+		return os.Getpid()
+	}
+	return p.cmd.Process.Pid
+}
 
 // kill stops the process by its PID and reaps it.
 func (p *serverProc) kill() {
@@ -91,6 +96,9 @@ func (p *serverProc) stop() {
 		_ = p.ctl.Read(&r)
 	}
 	p.conn.Close()
+	if p.cmd == nil {
+		return
+	}
 	done := make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {

@@ -264,6 +264,12 @@ func runServer(set smcSettings, modes []string, profileDir string) error {
 		return err
 	}
 	defer conn.Close()
+	return s.serveCtl(conn, profileDir)
+}
+
+// serveCtl answers the load generator's requests on conn until quit or
+// until the connection ends.
+func (s *server) serveCtl(conn net.Conn, profileDir string) error {
 	c := ctlmsg.New(conn)
 	var prof *os.File
 	defer func() {
