@@ -74,10 +74,18 @@ func TestEveryModeAndWorkloadRuns(t *testing.T) {
 	assert.Contains(t, table.String(), "SMC (cq_pool)")
 	assert.NotContains(t, table.String(), "FAILED")
 	require.NoError(t, writeCSV(&file, ps))
+	raw := append([]byte(nil), file.Bytes()...)
 	recs, err := csv.NewReader(&file).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 1+len(ps))
 	assert.Equal(t, "workload,clients,mode,rps,p50_us,p99_us,cpu_us_per_req", strings.Join(recs[0], ","))
+	back, err := readCSV(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Len(t, back, len(ps))
+	assert.Equal(t, ps[0].Workload, back[0].Workload)
+	assert.InDelta(t, ps[0].RPS, back[0].RPS, 1)
+	_, err = readCSV(strings.NewReader("a,b\n1,2\n"))
+	assert.Error(t, err)
 	require.NoError(t, writeSVG(&svg, ps, "title <&>"))
 	dec := xml.NewDecoder(&svg)
 	for {
@@ -165,4 +173,20 @@ func TestProfileNamesArePlain(t *testing.T) {
 	f.Close()
 	_, err = createProfile("", "x.pprof")
 	assert.Error(t, err)
+}
+
+// A failed repetition (here a fallback, which still moved requests) is
+// reported with its point but left out of the medians.
+func TestFailedRepetitionsAreNotMedians(t *testing.T) {
+	rs := []*result{
+		{Workload: wlGet, Clients: 1, Mode: modeSMCCQP, Rep: 0, Requests: 100, RPS: 60000, Err: "client: 0 of 1 connections are SMC-R"},
+		{Workload: wlGet, Clients: 1, Mode: modeSMCCQP, Rep: 1, Requests: 100, RPS: 10000},
+		{Workload: wlGet, Clients: 1, Mode: modeSMCCQP, Rep: 2, Requests: 100, RPS: 12000},
+	}
+	ps := summarize(rs)
+	require.Len(t, ps, 1)
+	assert.Equal(t, 11000.0, ps[0].RPS)
+	assert.Equal(t, 3, ps[0].Reps)
+	require.Len(t, ps[0].Errs, 1)
+	assert.Contains(t, ps[0].Errs[0], "rep 1:")
 }

@@ -48,7 +48,7 @@ func run(args []string) error {
 	modesFlag := fs.String("modes", strings.Join(allModes, ","), "modes: tcp, smc-original (single CQ), smc-pool (CQ pool)")
 	wlFlag := fs.String("t", strings.Join(allWorkloads, ","), "workloads: redis-set, redis-get, uperf")
 	n := fs.Int64("n", 1000000, "requests per measurement at most (redis-benchmark -n)")
-	duration := fs.Duration("duration", 5*time.Second, "time per measurement at most")
+	duration := fs.Duration("duration", 3*time.Second, "time per measurement at most")
 	reps := fs.Int("reps", 3, "repetitions; the table shows medians")
 	pipe := fs.Int("P", 1, "pipeline depth of the redis workloads (redis-benchmark -P)")
 	quick := fs.Bool("quick", false, "a run of about a minute: clients 1,16,64,512, one repetition, 1 s per measurement")
@@ -56,9 +56,12 @@ func run(args []string) error {
 	svgFile := fs.String("svg", "", "write a chart (requests/s against clients, one line per mode) to this SVG file")
 	profDir := fs.String("profile", "", "write CPU profiles of both processes for every measurement into this directory")
 	deadlines := fs.Bool("deadlines", false, "let go-redis set read and write deadlines per command (its defaults; redis-benchmark sets none)")
+	fromCSV := fs.String("from-csv", "", "instead of a run: print the table of this -csv file and draw its -svg chart")
 	scale := fs.Int("scale", 0, "instead of the table: hold this many SMC-R connections, report memory per idle connection, close them and check that nothing leaks")
 	var set smcSettings
-	devPort := fs.Uint("devport", 4791, "UDP port of the smc-pool devices (smc-original uses the next one)")
+	// Not RoCEv2's 4791: other goroce programs on 127.0.0.1 and 127.0.0.2
+	// default to it, and a device that cannot open makes a fallback.
+	devPort := fs.Uint("devport", 14791, "UDP port of the smc-pool devices (smc-original uses the next one)")
 	fs.StringVar(&set.Signalling, "signalling", "configured", "how SMC capability is signalled: configured (unprivileged: both sides are told the peer speaks SMC), option (the SMC TCP option; needs CAP_BPF and CAP_NET_ADMIN), auto")
 	fs.DurationVar(&set.Linger, "linger", 0, "link group linger (0: smcr's default; -scale uses 1s)")
 	server := fs.Bool("server", false, "internal: run as the server process")
@@ -76,6 +79,9 @@ func run(args []string) error {
 	}
 	if *server {
 		return serverMain(set, modes, *serverProf)
+	}
+	if *fromCSV != "" {
+		return replot(*fromCSV, *svgFile)
 	}
 	set0 := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set0[f.Name] = true })
@@ -243,4 +249,24 @@ func machine() string {
 		kernel = strings.TrimSpace(string(out))
 	}
 	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+}
+
+// replot prints the requests/s table of a CSV written by -csv and draws its
+// chart.
+func replot(csvName, svgName string) error {
+	f, err := os.Open(csvName)
+	if err != nil {
+		return err
+	}
+	ps, err := readCSV(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", csvName, err)
+	}
+	printTables(os.Stdout, ps, "from "+csvName)
+	if svgName == "" {
+		return nil
+	}
+	title := fmt.Sprintf("goroce SMC-R CQ pooling: requests/s vs clients (%s)", machine())
+	return writeFile(svgName, func(f *os.File) error { return writeSVG(f, ps, title) })
 }

@@ -57,10 +57,12 @@ func summarize(rs []*result) []*point {
 	for _, k := range order {
 		g := groups[k]
 		p := &point{Workload: k.w, Clients: k.c, Mode: k.m, Reps: len(g)}
+		// A failed repetition (a fallback, an error, a hang) is no
+		// measurement of its mode: it is reported, not counted.
 		f := func(get func(*result) float64) float64 {
 			var xs []float64
 			for _, r := range g {
-				if r.Requests > 0 {
+				if r.Requests > 0 && r.Err == "" {
 					xs = append(xs, get(r))
 				}
 			}
@@ -349,4 +351,34 @@ func kilo(v float64) string {
 func esc(s string) string {
 	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 	return r.Replace(s)
+}
+
+// readCSV reads the points of a CSV that writeCSV wrote (its columns only:
+// the table it prints from them has no diagnostics).
+func readCSV(r io.Reader) ([]*point, error) {
+	recs, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(csvHeader, ",") {
+		return nil, fmt.Errorf("not an smc-bench CSV (header %q)", strings.Join(csvHeader, ","))
+	}
+	var ps []*point
+	for i, rec := range recs[1:] {
+		if len(rec) != len(csvHeader) {
+			return nil, fmt.Errorf("line %d: %d fields", i+2, len(rec))
+		}
+		c, err := strconv.Atoi(rec[1])
+		if err != nil || c < 1 {
+			return nil, fmt.Errorf("line %d: bad clients %q", i+2, rec[1])
+		}
+		var v [4]float64
+		for j := range v {
+			if v[j], err = strconv.ParseFloat(rec[3+j], 64); err != nil || v[j] < 0 || math.IsInf(v[j], 0) {
+				return nil, fmt.Errorf("line %d: bad number %q", i+2, rec[3+j])
+			}
+		}
+		ps = append(ps, &point{Workload: rec[0], Clients: c, Mode: rec[2], RPS: v[0], P50: v[1], P99: v[2], CPU: v[3]})
+	}
+	return ps, nil
 }
