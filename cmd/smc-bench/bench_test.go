@@ -46,7 +46,7 @@ func inProcess(t *testing.T, set smcSettings) *serverProc {
 // and the table, CSV and chart come out in their formats. The numbers are
 // not checked.
 func TestEveryModeAndWorkloadRuns(t *testing.T) {
-	set := smcSettings{DevPort: 14791, Signalling: "configured", Linger: 50 * time.Millisecond}
+	set := smcSettings{DevPort: 24791, Signalling: "configured", Linger: 50 * time.Millisecond}
 	srv := inProcess(t, set)
 	b := &bench{set: set, srv: srv, n: 300, duration: 2 * time.Second, pipe: 1}
 	var lines int
