@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 OUT       ?= out
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test vet fuzz bench bench-cq demo clean tshark-check
+.PHONY: all build test vet fuzz bench bench-cq bench-smc bench-smc-scale demo clean tshark-check
 
 all: build
 
@@ -55,6 +55,20 @@ BENCHSECS ?= 2
 .PHONY: bench-afpacket
 bench-afpacket: build
 	./scripts/afpacket-bench.sh $(ROUNDS) $(BENCHSECS)
+
+## bench-smc: the CQ-pooling experiment on SMC-R (redis and uperf over TCP, SMC-R original, SMC-R pool); SMCFLAGS=-quick for a one-minute run
+SMCFLAGS ?=
+bench-smc:
+	@mkdir -p $(OUT)
+	$(GO) build -o bin/ ./cmd/smc-bench
+	./bin/smc-bench $(SMCFLAGS) -csv $(OUT)/smc-bench.csv -svg $(OUT)/smc-bench.svg
+	./bin/smc-bench -scale 512
+
+## bench-smc-scale: hold SMCSCALE SMC-R connections (default 4096), memory per idle connection, leak check after close
+SMCSCALE ?= 4096
+bench-smc-scale:
+	$(GO) build -o bin/ ./cmd/smc-bench
+	./bin/smc-bench -scale $(SMCSCALE)
 
 ## demo: the main job (see README)
 demo: build

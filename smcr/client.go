@@ -131,6 +131,8 @@ func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 	if err != nil {
 		return decline(smcwire.DiagMem, "%v", err)
 	}
+	// The group's worker runs already (and reads these under mu).
+	g.mu.Lock()
 	g.eid = h.eid
 	g.maxLinks = 2
 	if a.HasFirstContactExt() {
@@ -141,6 +143,7 @@ func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 		}
 	}
 	g.reserved = 1
+	g.mu.Unlock()
 	h.g, h.first = g, true
 	return nil
 }

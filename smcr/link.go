@@ -257,6 +257,12 @@ func (s *rxSlot) Done(wc *cq.WC) {
 	off := int(s.sge[0].Addr - l.rxMR.VA())
 	n := min(int(wc.ByteLen), rxBufSize)
 	l.lgr.receive(l, l.rxBuf[off:off+n])
+	// A fresh tag for every post: the legacy design's wr_id is a sequence
+	// number whose pending slot its completion consumed, so a repost with
+	// the old one would complete as an orphan, its message dropped and the
+	// slot never posted again (the link then runs out of receives after
+	// rxSlots messages and hangs in RNR). The pool's tag is the Entry.
+	s.wr[0].WRID, s.wr[0].Entry = l.res.Tag(s)
 	if _, err := l.qp.PostRecv(s.wr[:]); err != nil {
 		l.fail(fmt.Errorf("smcr: repost a receive: %w", err))
 	}

@@ -79,8 +79,11 @@ func (h *handshake) server() error {
 		if err != nil {
 			return decline(smcwire.DiagMem, "%v", err)
 		}
+		// The group's worker runs already (and reads these under mu).
+		g.mu.Lock()
 		g.eid, g.release = h.eid, release
 		g.reserved = 1
+		g.mu.Unlock()
 		h.g, h.first = g, true
 	}
 	if err := h.newConn(); err != nil {

@@ -90,7 +90,12 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, lgrs: map[*linkGroup]struct{}{}}
 	devs := []cq.Device{dev}
 	if design == CQLegacy {
-		s.cqs = cq.NewLegacy(cq.LegacyConfig{Devices: devs})
+		// Without the device: the original design's tasklet is woken per
+		// completion event and runs on its own goroutine, every post
+		// leaving at once, as Linux SMC-R ran before the CQ pool. (Given
+		// the device it would run to completion on the receive goroutine
+		// like the pool, which Linux never did: cq-bench's legacy-rtc.)
+		s.cqs = cq.NewLegacy(cq.LegacyConfig{})
 	} else {
 		s.cqs = cq.NewPool(cq.PoolConfig{Devices: devs})
 	}
@@ -126,6 +131,11 @@ func (s *stack) release() {
 	s.mu.Unlock()
 	stacks.Unlock()
 	if last {
+		// The first-contact locks are keyed by the stack: left in their
+		// package-level map they would keep its device, CQs and links
+		// reachable for the life of the process.
+		firstContactLocks.Delete(fcKey{s, roleClient})
+		firstContactLocks.Delete(fcKey{s, roleServer})
 		s.cqs.Close()
 		s.dev.Close()
 		stackClosed()

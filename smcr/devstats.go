@@ -1,0 +1,42 @@
+package smcr
+
+import (
+	"net/netip"
+
+	"github.com/goroce/goroce/cq"
+)
+
+// DeviceStats are the counters of one SMC-R device of this process, for
+// benchmarks and monitoring: how its completions reached their handlers
+// and how many link groups it holds.
+type DeviceStats struct {
+	// CQ sums the counters of the device's completion design (cq.Pool or
+	// cq.Legacy): CQ.CompsPerWakeup is the completions handled per poller
+	// wake-up, the figure the CQ-pooling change is about.
+	CQ cq.PoolStats
+	// Design is the device's completion design.
+	Design CQDesign
+	// LinkGroups is how many link groups (each one RC link) the device
+	// holds, lingering ones included.
+	LinkGroups int
+}
+
+// StatsOfDevice returns the counters of the SMC-R device on addr (port 0:
+// 4791), or ok false when the process has no such device open (none was
+// opened, or the last listener, connection and link group using it have
+// gone, which closes it).
+func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
+	if port == 0 {
+		port = 4791
+	}
+	stacks.Lock()
+	s := stacks.m[netip.AddrPortFrom(addr.Unmap(), port)]
+	stacks.Unlock()
+	if s == nil {
+		return DeviceStats{}, false
+	}
+	s.mu.Lock()
+	n := len(s.lgrs)
+	s.mu.Unlock()
+	return DeviceStats{CQ: s.cqs.Stats(), Design: s.design, LinkGroups: n}, true
+}
