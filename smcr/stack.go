@@ -82,7 +82,11 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 	if wrap != nil {
 		b = wrap(b)
 	}
-	dev, err := device.New(device.Config{Name: "goroce-smc", Backend: b})
+	// DeferACKs: a connection's reader answers from its own goroutine, so
+	// the ACK of what it received waits for that answer (or HoldLimit) and
+	// leaves in its system call (measured with smc-bench, redis GET at 64
+	// clients: 30 instead of 37 CPU µs per request).
+	dev, err := device.New(device.Config{Name: "goroce-smc", Backend: b, DeferACKs: true})
 	if err != nil {
 		be.Close()
 		return nil, err

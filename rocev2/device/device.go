@@ -56,6 +56,13 @@ type Config struct {
 	// a poller's hold to end (the backstop; 0: DefaultHoldLimit). Tests
 	// that check what a hold keeps set it long.
 	HoldLimit time.Duration
+	// DeferACKs lets the ACKs a receive batch calls for wait, up to
+	// HoldLimit, for the device's next post, to leave in its system call:
+	// for a consumer that answers what it receives from a goroutine of its
+	// own (an SMC-R connection's reader), which would otherwise cost a
+	// system call for the ACKs and another for the answer. NAKs, READ and
+	// atomic responses, and anything waiting with them, are never held.
+	DeferACKs bool
 }
 
 // Device is a software RDMA device with one port.
@@ -76,6 +83,8 @@ type Device struct {
 	pdSeq    atomic.Uint32
 	timers   *Timers
 	out      *Outbox
+	// deferACKs: see Config.DeferACKs.
+	deferACKs bool
 
 	// The receive state, owned by whoever holds rxMu: the receive
 	// goroutine, or with a Poller backend a goroutine in Poller.Poll.
@@ -139,6 +148,7 @@ func New(cfg Config) (*Device, error) {
 		limit = DefaultHoldLimit
 	}
 	d.out = newOutbox(d, limit)
+	d.deferACKs = cfg.DeferACKs
 	register(d)
 	d.qps.init()
 	d.rxBatch = make([]rocev2.Datagram, d.batch)

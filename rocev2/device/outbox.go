@@ -27,8 +27,8 @@ import (
 //	  pool's completion run
 //	a poller's hold (Poller.Poll got      waits               the holder's next call: a post
 //	  completions after receiving them                         (DonePost), Poller.Poll or Arm,
-//	  itself)                                                   Release; Poller.Poll or Arm on
-//	                                                            another device (holders.go); or
+//	  itself), or a receive batch's hold                       Release; Poller.Poll or Arm on
+//	  of plain ACKs (Config.DeferACKs)                         another device (holders.go); or
 //	                                                            the device's Close
 //	any of the above                      waits               the backstop: HoldLimit after
 //	                                                            the first packet that waited
@@ -240,6 +240,30 @@ func (o *Outbox) release() {
 		o.settle()
 	}
 	o.mu.Unlock()
+}
+
+// holdACKs ends a receive batch on a device that defers ACKs
+// (Config.DeferACKs): when everything waiting is plain ACKs, a hold keeps
+// them for the next post (or the backstop); anything else ends the hold,
+// and all of it goes when the batch's run ends.
+func (o *Outbox) holdACKs() {
+	o.mu.Lock()
+	if len(o.dgs) > 0 {
+		o.setHeld(o.onlyACKs())
+	}
+	o.mu.Unlock()
+}
+
+// onlyACKs reports whether every waiting packet is an RC ACK (an
+// ACKNOWLEDGE whose AETH syndrome is ACK, not a NAK). mu is held.
+func (o *Outbox) onlyACKs() bool {
+	for i := range o.dgs {
+		b := o.dgs[i].Buf
+		if len(b) < rocev2.BTHLen+rocev2.AETHLen || rocev2.Opcode(b[0]) != rocev2.RCAcknowledge || b[rocev2.BTHLen]&0x60 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // onBackstop runs on the timer goroutine HoldLimit after a packet began to

@@ -302,3 +302,62 @@ func TestReceiveBatchHooks(t *testing.T) {
 	require.Equal(t, 1, begins)
 	require.Equal(t, 1, ends, "removed hooks are not called")
 }
+
+// ackQP answers every packet with an RC ACK, or a NAK when its payload is
+// "nak", and pushes a completion, as a responder does for a SEND.
+type ackQP struct {
+	dev *Device
+	cq  *cq.CQ
+}
+
+func (a *ackQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
+	o := a.dev.Outbox()
+	syndrome := uint8(0x1F) // ACK, credits invalid
+	if string(pkt.Payload()) == "nak" {
+		syndrome = 0x60 // NAK: PSN sequence error
+	}
+	f := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0x99, Syndrome: rocev2.Syndrome(syndrome)}
+	b, _ := f.Append(o.Buffer(), nil)
+	o.Commit(b, src)
+	o.Done()
+	a.cq.Notify(a.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
+}
+
+// With DeferACKs, the plain ACKs a receive batch calls for wait for the
+// device's next post and leave in its system call; a NAK does not wait,
+// nor does what waits with it; Close sends a held ACK. (No backstop
+// interferes: its limit is an hour.)
+func TestDeferredACKsLeaveWithTheNextPost(t *testing.T) {
+	be := newPollOnly()
+	d, err := New(Config{Backend: be, HoldLimit: time.Hour, DeferACKs: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := cq.New(64, cq.Config{})
+	require.NoError(t, err)
+	qpn, err := d.AddQP(&ackQP{dev: d, cq: c})
+	require.NoError(t, err)
+	// receive has the receive goroutine handle what is queued; the second
+	// token is taken only once the first batch has ended.
+	receive := func(payloads ...string) {
+		for _, p := range payloads {
+			be.queue(t, qpn, p)
+		}
+		be.ready <- struct{}{}
+		be.ready <- struct{}{}
+	}
+	ack := ""
+	receive("a")
+	require.Empty(t, be.sent(), "the ACK waits for a post")
+	post(d, "answer")
+	require.Equal(t, [][]string{{"answer", ack}}, be.sent(), "the answer first, its ACK with it, in one send")
+
+	receive("b", "c")
+	require.Len(t, be.sent(), 1, "two ACKs wait")
+	receive("nak")
+	require.Equal(t, []string{ack, ack, ack}, be.sent()[1], "a NAK goes at once, with the ACKs before it")
+
+	receive("z")
+	require.Len(t, be.sent(), 2)
+	require.NoError(t, d.Close())
+	require.Equal(t, []string{ack}, be.sent()[2], "Close sends a held ACK")
+}

@@ -133,6 +133,9 @@ func (d *Device) receiveBatch(p rocev2.Poller, n int) {
 	for _, h := range hooks {
 		h.end()
 	}
+	if d.deferACKs {
+		d.out.holdACKs()
+	}
 }
 
 // pollLocked receives and handles what is waiting, at most rounds full
