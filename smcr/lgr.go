@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,7 +125,7 @@ func newLinkGroup(s *stack, r role, v2 bool, peerID smcwire.PeerID, peerGID smcw
 	g.lastRx.Store(time.Now().UnixNano())
 	s.ref() // the group holds the stack while it lives
 	s.mu.Lock()
-	s.lgrs[g] = struct{}{}
+	s.lgrs = append([]*linkGroup{g}, s.lgrs...)
 	s.mu.Unlock()
 	go g.work()
 	return g, nil
@@ -135,7 +136,7 @@ func newLinkGroup(s *stack, r role, v2 bool, peerID smcwire.PeerID, peerGID smcw
 func (s *stack) findLinkGroup(r role, v2 bool, peerID smcwire.PeerID, peerGID smcwire.GID, match func(*linkGroup) bool) *linkGroup {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for g := range s.lgrs {
+	for _, g := range s.lgrs {
 		if g.role != r || g.v2 != v2 || g.peerID != peerID || g.peerGID != peerGID || (match != nil && !match(g)) {
 			continue
 		}
@@ -367,7 +368,7 @@ func (g *linkGroup) end(err error, orderly bool) {
 	}
 	g.flows.Wait() // they gave up when closing closed
 	g.st.mu.Lock()
-	delete(g.st.lgrs, g)
+	g.st.lgrs = slices.DeleteFunc(g.st.lgrs, func(x *linkGroup) bool { return x == g })
 	g.st.mu.Unlock()
 	close(g.stop)
 	g.lnk.destroy()

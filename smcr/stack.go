@@ -34,7 +34,7 @@ type stack struct {
 
 	mu     sync.Mutex // guards refs, lgrs, closed
 	refs   int
-	lgrs   map[*linkGroup]struct{}
+	lgrs   []*linkGroup // newest first, as Linux's list: a burst fills the newest group
 	closed bool
 }
 
@@ -91,7 +91,7 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 		be.Close()
 		return nil, err
 	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, lgrs: map[*linkGroup]struct{}{}}
+	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design}
 	devs := []cq.Device{dev}
 	if design == CQLegacy {
 		// Without the device: the original design's tasklet is woken per
@@ -99,7 +99,7 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 		// leaving at once, as Linux SMC-R ran before the CQ pool. (Given
 		// the device it would run to completion on the receive goroutine
 		// like the pool, which Linux never did: cq-bench's legacy-rtc.)
-		s.cqs = cq.NewLegacy(cq.LegacyConfig{})
+		s.cqs = cq.NewLegacy(cq.LegacyConfig{OnOrphan: s.onOrphan})
 	} else {
 		s.cqs = cq.NewPool(cq.PoolConfig{Devices: devs})
 	}
@@ -113,6 +113,27 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 	}
 	copy(s.peerID[2:], s.mac[:])
 	return s, nil
+}
+
+// onOrphan takes a completion the legacy design found no pending slot for
+// (an unsignaled RDMA WRITE's, which can only be an error): its link is
+// of no further use, as with any failed work request.
+func (s *stack) onOrphan(wc *cq.WC) {
+	if wc.Status.OK() {
+		return
+	}
+	s.mu.Lock()
+	var l *link
+	for _, g := range s.lgrs {
+		if g.lnk != nil && g.lnk.qp != nil && g.lnk.qp.QPN() == wc.QPNum {
+			l = g.lnk
+			break
+		}
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.fail(fmt.Errorf("smcr: a work request on the link completed with %v", wc.Status))
+	}
 }
 
 // ref takes one more reference on a stack already held.
