@@ -98,3 +98,39 @@ func TestRxeVectorsEveryPrefixRejectedCleanly(t *testing.T) {
 	}
 	t.Logf("%d payload prefixes", prefixes)
 }
+
+// The GRH area of a UD receive is built from what a UDP socket learns of a
+// packet (its sender and receiver, the IPv4 ID inferred from the ICRC, and
+// the TTL and TOS from control messages), and must equal what rxe copies
+// there: 20 zero bytes and the IPv4 header as it came off the wire,
+// checksum included. Checked on every UD packet kernel rxe sent.
+func TestRxeVectorsGRHArea(t *testing.T) {
+	n := 0
+	for name, frames := range vectorFrames(t) {
+		for i, frame := range frames {
+			var f rocev2.Frame
+			if rocev2.ParseEthernetFrame(frame, rocev2.UDPPort, &f) != nil {
+				continue
+			}
+			var p rocev2.Packet
+			require.NoError(t, p.Parse(f.Payload))
+			if p.Opcode().Transport() != rocev2.TransportUD {
+				continue
+			}
+			n++
+			fl := rocev2.NewFlow(netip.AddrPortFrom(f.Src(), f.SrcPort()), netip.AddrPortFrom(f.Dst(), f.DstPort()))
+			id, ok := fl.InferIPv4ID(f.Payload)
+			require.True(t, ok)
+			fl.IPv4ID, fl.TOS, fl.TTL = id, f.IP[1], f.IP[8]
+			var grh [rocev2.GRHLen]byte
+			fl.PutGRH(grh[:], len(f.Payload))
+			want := append(make([]byte, 20), f.IP[:20]...)
+			assert.Equal(t, want, grh[:], "%s frame %d", name, i+1)
+			src, dst, ok := rocev2.GRHSource(grh[:])
+			require.True(t, ok)
+			assert.Equal(t, f.Src(), src)
+			assert.Equal(t, f.Dst(), dst)
+		}
+	}
+	require.Equal(t, 15, n, "UD packets in the captures (ud_pingpong, and rping's CM MADs)")
+}

@@ -461,7 +461,8 @@ func (q *QP) ackTimeout() time.Duration {
 
 // HandlePacket is called by the device's receive loop for each packet
 // addressed to this QP.
-func (q *QP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
+func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+	src := dg.Addr
 	op := pkt.Opcode()
 	if op.Transport() != rocev2.TransportRC {
 		q.dev.Counters.RcvdWrongQPType.Add(1)

@@ -63,6 +63,11 @@ type Datagram struct {
 	// by a backend that chooses one per QP (afpacket); 0 means the port of
 	// LocalAddr. Unused on Receive (Addr holds the sender's port).
 	SrcPort uint16
+	// TTL and TOS are the IPv4 TTL and TOS (for IPv6: the hop limit and
+	// traffic class) the packet arrived with, set by Receive when the
+	// backend learns them (0 otherwise). Only UD receives use them: their
+	// completions carry the IP header in front of the payload.
+	TTL, TOS uint8
 	// Drop, when not zero, is why the backend itself rejects a received
 	// datagram before anyone parses it (ErrDatagram: empty, cut short by
 	// the receive buffer, a length that lies; ErrSource: a sender address

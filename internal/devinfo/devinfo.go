@@ -81,7 +81,7 @@ func WriteDevinfo(w io.Writer, d *device.Device, verbose bool) error {
 
 // writeDeviceLimits is the -v part of the device block, in devinfo.c's order.
 // Objects goroce does not have (EE contexts, RDDs, MWs, raw QPs, multicast,
-// AHs, FMRs, SRQs) print as 0, as they would on a device without them.
+// AHs, FMRs) print as 0, as they would on a device without them.
 func writeDeviceLimits(p *printer, a device.DeviceAttr) {
 	p.f("\tmax_mr_size:\t\t\t0x%x\n", a.MaxMRSize)
 	p.f("\tpage_size_cap:\t\t\t0x%x\n", pageSizeCap)
@@ -103,8 +103,13 @@ func writeDeviceLimits(p *printer, a device.DeviceAttr) {
 	for _, name := range []string{"max_ee:\t\t\t\t", "max_rdd:\t\t\t", "max_mw:\t\t\t\t",
 		"max_raw_ipv6_qp:\t\t", "max_raw_ethy_qp:\t\t", "max_mcast_grp:\t\t\t",
 		"max_mcast_qp_attach:\t\t", "max_total_mcast_qp_attach:\t", "max_ah:\t\t\t\t",
-		"max_fmr:\t\t\t", "max_srq:\t\t\t"} {
+		"max_fmr:\t\t\t"} {
 		p.f("\t%s%d\n", name, 0)
+	}
+	p.f("\tmax_srq:\t\t\t%d\n", a.MaxSRQ)
+	if a.MaxSRQ > 0 { // devinfo.c prints these only for a device with SRQs
+		p.f("\tmax_srq_wr:\t\t\t%d\n", a.MaxSRQWR)
+		p.f("\tmax_srq_sge:\t\t\t%d\n", a.MaxSRQSGE)
 	}
 	p.f("\tmax_pkeys:\t\t\t%d\n", a.MaxPKeys)
 	p.f("\tlocal_ca_ack_delay:\t\t%d\n", a.LocalCAAckDelay)

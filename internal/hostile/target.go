@@ -55,7 +55,7 @@ type fence struct {
 	sent uint64
 }
 
-func (f *fence) HandlePacket(pkt *rocev2.Packet, _ netip.AddrPort) {
+func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *rocev2.Datagram) {
 	if p := pkt.Payload(); len(p) == 8 {
 		f.seen.Store(binary.BigEndian.Uint64(p))
 	}

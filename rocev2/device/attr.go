@@ -14,6 +14,9 @@ const (
 	MaxInlineData   = 400
 	MaxMsgSize      = 1 << 31
 	MaxPKeys        = 1
+	MaxSRQ          = 1024
+	MaxSRQWR        = MaxQPWR
+	MaxSRQSGE       = MaxSGE
 	FirstQPN        = 0x11 // QPNs 0-15 are reserved; 1 is the GSI QP
 	LocalCAAckDelay = 15
 )
@@ -38,6 +41,9 @@ type DeviceAttr struct {
 	MaxQPInitRdAtom int
 	MaxResRdAtom    int
 	MaxInlineData   int
+	MaxSRQ          int
+	MaxSRQWR        int
+	MaxSRQSGE       int
 	MaxPKeys        int
 	LocalCAAckDelay int
 	PhysPortCnt     int

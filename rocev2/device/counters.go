@@ -34,6 +34,11 @@ type Counters struct {
 	RcvdPKeyErr         atomic.Uint64 // rcvd_pkey_err
 	RcvdQPStateDrop     atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
 	RcvdAddrErr         atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
+	QKeyViol            atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
+	RcvdDropNoWQE       atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
+	RcvdDropLen         atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
+	RcvdDropAccess      atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
+	RcvdDropSeq         atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -72,6 +77,11 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},
 		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
 		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
+		{"qkey_viol", c.QKeyViol.Load()},
+		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
+		{"rcvd_drop_len", c.RcvdDropLen.Load()},
+		{"rcvd_drop_access", c.RcvdDropAccess.Load()},
+		{"rcvd_drop_seq", c.RcvdDropSeq.Load()},
 	}
 	idx := map[string]int{}
 	for _, e := range rocev2.ParseErrors {

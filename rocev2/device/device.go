@@ -34,10 +34,12 @@ import (
 // QPHandler is what the device needs of a queue pair.
 type QPHandler interface {
 	// HandlePacket processes one packet addressed to the QP, inline on the
-	// receive path, with the device's receive lock held. pkt and its
-	// buffer are valid only during the call. Packets sent in response are
-	// built into the device's Outbox.
-	HandlePacket(pkt *rocev2.Packet, src netip.AddrPort)
+	// receive path, with the device's receive lock held. dg is the
+	// datagram pkt was parsed from: its sender, and what the backend
+	// learnt of the IP header it came in (the IPv4 ID, TTL, TOS). Both
+	// are valid only during the call. Packets sent in response are built
+	// into the device's Outbox.
+	HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram)
 }
 
 // DefaultHoldLimit is how long a packet may wait in the outbox at most
@@ -140,6 +142,7 @@ func New(cfg Config) (*Device, error) {
 		MaxQP: MaxQP, MaxQPWR: MaxQPWR, MaxSGE: MaxSGE, MaxCQ: 16384, MaxCQE: MaxCQE,
 		MaxMR: MaxMR, MaxPD: 65536, MaxQPRdAtom: MaxQPRdAtom, MaxQPInitRdAtom: MaxQPRdAtom,
 		MaxResRdAtom: MaxQPRdAtom * MaxQP, MaxInlineData: MaxInlineData, MaxPKeys: MaxPKeys,
+		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSRQSGE,
 		LocalCAAckDelay: LocalCAAckDelay, PhysPortCnt: 1, NumCompVectors: runtime.GOMAXPROCS(0),
 		AtomicCap: "ATOMIC_HCA",
 	}

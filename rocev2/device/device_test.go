@@ -15,7 +15,7 @@ import (
 
 type recordingQP struct{ got chan uint32 }
 
-func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
+func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	r.got <- pkt.BTH().DestQP()
 }
 

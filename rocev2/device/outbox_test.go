@@ -104,12 +104,12 @@ type echoQP struct {
 	cq  *cq.CQ
 }
 
-func (e *echoQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
+func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	o := e.dev.Outbox()
 	f := rocev2.Fields{Opcode: rocev2.RCReadResponseOnly, PKey: 0xffff, DestQP: 0x99}
 	b, _ := f.AppendHeaders(o.Buffer(), 3+len(pkt.Payload()))
 	b = append(append(b, "re:"...), pkt.Payload()...)
-	o.Commit(rocev2.AppendTrailer(b, 3+len(pkt.Payload())), src)
+	o.Commit(rocev2.AppendTrailer(b, 3+len(pkt.Payload())), dg.Addr)
 	o.Done()
 	e.cq.Notify(e.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
 }

@@ -218,10 +218,12 @@ func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet) {
 		d.countDrop(rocev2.ErrICRC)
 		return
 	default:
-		if !d.checkICRC(dg) {
+		id, ok := d.checkICRC(dg)
+		if !ok {
 			d.countDrop(rocev2.ErrICRC)
 			return
 		}
+		dg.IPv4ID = id
 	}
 	bth := pkt.BTH()
 	// P_Key: our one table entry is the default full-member key 0xFFFF;
@@ -236,7 +238,7 @@ func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet) {
 		return
 	}
 	d.Counters.RcvdPkts.Add(1)
-	h.HandlePacket(pkt, dg.Addr)
+	h.HandlePacket(pkt, dg)
 }
 
 // countDrop counts a datagram rejected for reason e. A reason outside the
@@ -249,15 +251,16 @@ func (d *Device) countDrop(e rocev2.ParseError) {
 	d.Counters.Dropped[e].Add(1)
 }
 
-// checkICRC verifies a packet whose backend left the ICRC unchecked.
-func (d *Device) checkICRC(dg *rocev2.Datagram) bool {
+// checkICRC verifies a packet whose backend left the ICRC unchecked; for
+// IPv4 it returns the ID the packet travelled with.
+func (d *Device) checkICRC(dg *rocev2.Datagram) (id uint16, ok bool) {
 	fl := rocev2.NewFlow(dg.Addr, d.local)
 	if fl.IsIPv6() {
-		return fl.VerifyICRC(dg.Buf)
+		return 0, fl.VerifyICRC(dg.Buf)
 	}
-	id, ok := fl.InferIPv4ID(dg.Buf)
+	id, ok = fl.InferIPv4ID(dg.Buf)
 	if ok && id != 0 {
 		d.Counters.RcvdICRCIDInferred.Add(1)
 	}
-	return ok
+	return id, ok
 }

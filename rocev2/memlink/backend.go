@@ -189,6 +189,7 @@ func (b *Backend) receive(pkts []rocev2.Datagram, wait bool) (int, error) {
 	for i := range pkts[:n] {
 		d := &pkts[i]
 		fl := rocev2.NewFlow(d.Addr, b.local)
+		d.TTL = fl.TTL // every memlink packet travels as NewFlow sends it
 		if fl.VerifyICRC(d.Buf) {
 			d.ICRC = rocev2.ICRCOK
 		} else {

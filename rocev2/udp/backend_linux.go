@@ -17,9 +17,10 @@ import (
 // largest UDP payload of a non-GRO one, fits.
 const rxBufSize = 64 << 10
 
-// rxOOBLen is the control buffer per received message: a UDP_GRO message,
-// with room to spare.
-const rxOOBLen = 64
+// rxOOBLen is the control buffer per received message: a UDP_GRO message
+// and the TTL and TOS (hop limit and traffic class) messages, each an int
+// at most, with room to spare.
+const rxOOBLen = 128
 
 var errClosed = fmt.Errorf("udp: %w", rocev2.ErrBackendClosed)
 

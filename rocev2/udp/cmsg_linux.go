@@ -23,18 +23,37 @@ func putSegmentCmsg(b []byte, size uint16) int {
 	return segmentCmsgLen
 }
 
-// groSegment returns the segment size of a GRO super-datagram from its
-// control messages, or 0 when the message is a single packet.
-func groSegment(oob []byte) int {
+// rxControl is what a received message's control messages say: its GRO
+// segment size (0: one packet) and the IP TTL and TOS it arrived with (the
+// IPv6 hop limit and traffic class).
+type rxControl struct {
+	seg      int
+	ttl, tos uint8
+}
+
+// parseControl reads the control messages of a received message. Anything
+// it does not know, or that is cut short, is skipped: the kernel's word is
+// checked here like every other field of a message.
+func parseControl(oob []byte) rxControl {
+	var c rxControl
 	for len(oob) >= unix.SizeofCmsghdr {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
-			return 0
+			return c
 		}
-		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4 {
-			return int(binary.NativeEndian.Uint32(data))
+		switch {
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			c.seg = int(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(data) >= 4:
+			c.ttl = uint8(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
+			c.tos = data[0]
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			c.ttl = uint8(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			c.tos = uint8(binary.NativeEndian.Uint32(data))
 		}
 		oob = rest
 	}
-	return 0
+	return c
 }

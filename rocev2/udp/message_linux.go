@@ -11,10 +11,11 @@ import (
 // rxMessage is one received message as drain hands it out: its bytes, the
 // size of the packets it holds, its sender, or why it is dropped whole.
 type rxMessage struct {
-	data []byte
-	seg  int // > 0 unless drop is set
-	src  netip.AddrPort
-	drop rocev2.ParseError
+	data     []byte
+	seg      int // > 0 unless drop is set
+	src      netip.AddrPort
+	ttl, tos uint8
+	drop     rocev2.ParseError
 }
 
 // message validates message i of the last read. Nothing the kernel wrote
@@ -45,20 +46,19 @@ func (b *Backend) message(i int) rxMessage {
 	if !ok {
 		return rxMessage{data: data, drop: rocev2.ErrSource}
 	}
-	seg := size
-	if b.gro {
-		ctl := m.control(i)
-		if cl := h.Hdr.Controllen; cl < uint64(len(ctl)) {
-			ctl = ctl[:cl]
-		}
-		// A GRO segment size of 0 or at least the datagram's size means
-		// one packet; a size that does not divide the datagram leaves a
-		// shorter last packet, as GRO itself does.
-		if s := groSegment(ctl); s > 0 && s < size {
-			seg = s
-		}
+	ctl := m.control(i)
+	if cl := h.Hdr.Controllen; cl < uint64(len(ctl)) {
+		ctl = ctl[:cl]
 	}
-	return rxMessage{data: data, seg: seg, src: src}
+	c := parseControl(ctl)
+	seg := size
+	// A GRO segment size of 0 or at least the datagram's size means one
+	// packet; a size that does not divide the datagram leaves a shorter
+	// last packet, as GRO itself does.
+	if b.gro && c.seg > 0 && c.seg < size {
+		seg = c.seg
+	}
+	return rxMessage{data: data, seg: seg, src: src, ttl: c.ttl, tos: c.tos}
 }
 
 // source decodes the sender of a message from the sockaddr the kernel

@@ -87,7 +87,7 @@ func (b *Backend) drain(pkts []rocev2.Datagram) int {
 			off := b.rx.off
 			end := min(off+msg.seg, len(msg.data))
 			d := &pkts[n]
-			*d = rocev2.Datagram{Buf: msg.data[off:end], Addr: msg.src}
+			*d = rocev2.Datagram{Buf: msg.data[off:end], Addr: msg.src, TTL: msg.ttl, TOS: msg.tos}
 			b.verdict(d, uint16(off/msg.seg))
 			n++
 			b.rx.off = end

@@ -39,6 +39,10 @@ type sockopts struct {
 //     no_check_tx (EINVAL). The checksum is masked out of the ICRC, so
 //     either form interoperates.
 //   - UDP_GRO, and UDP_SEGMENT probed with getsockopt.
+//   - IP_RECVTTL and IP_RECVTOS (IPV6_RECVHOPLIMIT, IPV6_RECVTCLASS): the
+//     IP header fields a UD receive reports in front of its payload, as
+//     rxe copies the whole header there (best effort: without them those
+//     fields read 0).
 //
 // The buffer sizes are best effort: the *BUFFORCE options need
 // CAP_NET_ADMIN, and without it the kernel silently caps SO_RCVBUF.
@@ -71,6 +75,13 @@ func configure(rc syscall.RawConn, o *sockopts) error {
 		}
 		if o.gro {
 			o.gro = unix.SetsockoptInt(s, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+		}
+		if o.ipv6 {
+			_ = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1)
+			_ = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+		} else {
+			_ = unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+			_ = unix.SetsockoptInt(s, unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
 		}
 	})
 	if cerr != nil {

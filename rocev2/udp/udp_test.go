@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,11 +76,16 @@ func TestExchange(t *testing.T) {
 			assert.Equal(t, !tc.noGSO, gso, "the kernel refused GSO")
 
 			got := wait(t)
+			ttl := defaultTTL(t, b.LocalAddr().Addr().Is6())
 			var segmented int
 			for i, d := range got {
 				require.Equal(t, sent[i].Buf, d.Buf, "packet %d", i)
 				assert.Equal(t, rocev2.ICRCOK, d.ICRC, "packet %d", i)
 				assert.Equal(t, a.LocalAddr(), d.Addr)
+				// From the control messages: the system's default TTL
+				// (hop limit), no TOS.
+				assert.Equal(t, ttl, d.TTL, "packet %d: TTL", i)
+				assert.Equal(t, uint8(0), d.TOS, "packet %d: TOS", i)
 				assert.Equal(t, sent[i].IPv4ID, d.IPv4ID, "packet %d", i)
 				if sent[i].IPv4ID != 0 {
 					segmented++
@@ -264,4 +272,17 @@ func TestKernelVersion(t *testing.T) {
 			assert.Equal(t, [2]int{tc.major, tc.minor}, [2]int{major, minor}, tc.release)
 		}
 	}
+}
+
+// defaultTTL is the TTL (hop limit) the system gives a socket's packets.
+func defaultTTL(t *testing.T, ipv6 bool) uint8 {
+	file := "/proc/sys/net/ipv4/ip_default_ttl"
+	if ipv6 {
+		file = "/proc/sys/net/ipv6/conf/lo/hop_limit"
+	}
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return uint8(n)
 }
