@@ -169,29 +169,57 @@ type transition struct{ from, to State }
 
 type maskRule struct{ required, optional AttrMask }
 
-// rcTransitions lists the RC attribute rules of every legal transition
-// (IBTA table 93, as Linux's qp_state_table has it).
-var rcTransitions = map[transition]maskRule{
-	{Reset, Init}: {required: MaskPKeyIndex | MaskPort | MaskAccessFlags},
-	{Init, Init}:  {optional: MaskPKeyIndex | MaskPort | MaskAccessFlags},
-	{Init, RTR}: {
-		required: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
-		optional: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
+// transitions lists, per QP type, the attribute rules of every legal
+// transition (IBTA table 93, as Linux's qp_state_table has them).
+var transitions = map[Type]map[transition]maskRule{
+	RC: {
+		{Reset, Init}: {required: MaskPKeyIndex | MaskPort | MaskAccessFlags},
+		{Init, Init}:  {optional: MaskPKeyIndex | MaskPort | MaskAccessFlags},
+		{Init, RTR}: {
+			required: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
+			optional: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
+		},
+		{RTR, RTS}: {
+			required: MaskSQPSN | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic,
+			optional: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
+		},
+		{RTS, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer},
+		{RTS, SQD}: {optional: MaskEnSQDAsyncNotify},
+		{SQD, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer},
+		{SQE, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskMinRNRTimer},
+		{SQD, SQD}: {optional: MaskPort | MaskAV | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic |
+			MaskMaxDestRdAtomic | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMinRNRTimer | MaskPathMigState},
 	},
-	{RTR, RTS}: {
-		required: MaskSQPSN | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic,
-		optional: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
+	UC: {
+		{Reset, Init}: {required: MaskPKeyIndex | MaskPort | MaskAccessFlags},
+		{Init, Init}:  {optional: MaskPKeyIndex | MaskPort | MaskAccessFlags},
+		{Init, RTR}: {
+			required: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN,
+			optional: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
+		},
+		{RTR, RTS}: {required: MaskSQPSN, optional: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState},
+		{RTS, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState},
+		{RTS, SQD}: {optional: MaskEnSQDAsyncNotify},
+		{SQD, RTS}: {optional: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState},
+		{SQE, RTS}: {optional: MaskCurState | MaskAccessFlags},
+		{SQD, SQD}: {optional: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskPathMigState},
 	},
-	{RTS, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer},
-	{RTS, SQD}: {optional: MaskEnSQDAsyncNotify},
-	{SQD, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer},
-	{SQE, RTS}: {optional: MaskCurState | MaskAccessFlags | MaskMinRNRTimer},
-	{SQD, SQD}: {optional: MaskPort | MaskAV | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic |
-		MaskMaxDestRdAtomic | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMinRNRTimer | MaskPathMigState},
+	UD: {
+		{Reset, Init}: {required: MaskPKeyIndex | MaskPort | MaskQKey},
+		{Init, Init}:  {optional: MaskPKeyIndex | MaskPort | MaskQKey},
+		{Init, RTR}:   {optional: MaskPKeyIndex | MaskQKey},
+		{RTR, RTS}:    {required: MaskSQPSN, optional: MaskCurState | MaskQKey},
+		{RTS, RTS}:    {optional: MaskCurState | MaskQKey},
+		{RTS, SQD}:    {optional: MaskEnSQDAsyncNotify},
+		{SQD, RTS}:    {optional: MaskCurState | MaskQKey},
+		{SQE, RTS}:    {optional: MaskCurState | MaskQKey},
+		{SQD, SQD}:    {optional: MaskPKeyIndex | MaskQKey},
+	},
 }
 
-// checkTransition validates a Modify from cur with mask against the rules.
-func checkTransition(qpn uint32, cur State, attr *Attr, mask AttrMask) (State, error) {
+// checkTransition validates a Modify of a QP of type typ from cur with mask
+// against the rules.
+func checkTransition(typ Type, qpn uint32, cur State, attr *Attr, mask AttrMask) (State, error) {
 	to := cur
 	if mask&MaskState != 0 {
 		to = attr.State
@@ -206,15 +234,15 @@ func checkTransition(qpn uint32, cur State, attr *Attr, mask AttrMask) (State, e
 		}
 		return to, nil
 	}
-	rule, ok := rcTransitions[transition{cur, to}]
+	rule, ok := transitions[typ][transition{cur, to}]
 	if !ok {
 		return cur, fmt.Errorf("qp %#x: modify %v→%v: not a legal transition", qpn, cur, to)
 	}
 	if missing := rule.required &^ mask; missing != 0 {
-		return cur, fmt.Errorf("qp %#x: modify %v→%v: missing %v", qpn, cur, to, missing)
+		return cur, fmt.Errorf("qp %#x: modify %v %v→%v: missing %v", qpn, typ, cur, to, missing)
 	}
 	if extra := mask &^ (rule.required | rule.optional | MaskState); extra != 0 {
-		return cur, fmt.Errorf("qp %#x: modify %v→%v: attributes %v are not allowed in this transition", qpn, cur, to, extra)
+		return cur, fmt.Errorf("qp %#x: modify %v %v→%v: attributes %v are not allowed in this transition", qpn, typ, cur, to, extra)
 	}
 	if mask&MaskCurState != 0 && cur != RTR && cur != RTS && cur != SQD && cur != SQE {
 		return cur, fmt.Errorf("qp %#x: modify %v→%v: CUR_STATE is only allowed from RTR, RTS, SQD or SQE", qpn, cur, to)

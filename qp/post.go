@@ -47,13 +47,15 @@ func (q *QP) queueSend(wr *SendWR) error {
 	if q.sq.full() {
 		return ErrQueueFull
 	}
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead,
-		WRAtomicCmpAndSwp, WRAtomicFetchAdd, WRLocalInv:
-	default:
+	if !q.supports(wr.Opcode) {
 		return fmt.Errorf("%w: opcode %v is not supported on %v", ErrBadWR, wr.Opcode, q.typ)
 	}
 	inline := wr.Flags&SendInline != 0
+	if q.typ == UD {
+		if err := q.checkUD(wr, inline); err != nil {
+			return err
+		}
+	}
 	if inline && (wr.Opcode.isReadLike() || wr.Opcode == WRLocalInv) {
 		return fmt.Errorf("%w: %v cannot be inline", ErrBadWR, wr.Opcode)
 	}
@@ -70,6 +72,12 @@ func (q *QP) queueSend(wr *SendWR) error {
 		signaled: q.sigAll || wr.Flags&SendSignaled != 0,
 		imm:      wr.Imm, raddr: wr.RemoteAddr, rkey: wr.RKey,
 		compareAdd: wr.CompareAdd, swap: wr.Swap, isInline: inline,
+	}
+	if q.typ == UD {
+		w.udAddr, w.udQPN, w.udQKey = wr.AH.addr, wr.RemoteQPN, wr.RemoteQKey
+		if w.udQKey&0x80000000 != 0 {
+			w.udQKey = q.attr.QKey
+		}
 	}
 	if inline {
 		w.inline = append(w.inline, wr.Inline...)
@@ -94,6 +102,46 @@ func (q *QP) queueSend(wr *SendWR) error {
 	return nil
 }
 
+// supports reports whether the QP's transport has the operation: UC has
+// SEND and RDMA WRITE (with immediate or not), UD only SEND.
+func (q *QP) supports(op WROpcode) bool {
+	switch op {
+	case WRSend, WRSendWithImm:
+		return true
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		return q.typ != UD
+	case WRSendWithInv, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAdd, WRLocalInv:
+		return q.typ == RC
+	}
+	return false
+}
+
+// checkUD checks what a UD send needs: an address handle of the QP's PD, a
+// 24-bit QP number, and a message that fits one packet of the port's MTU
+// (larger ones fail here; rxe silently drops them and reports success).
+func (q *QP) checkUD(wr *SendWR, inline bool) error {
+	if wr.AH == nil {
+		return fmt.Errorf("%w: a UD send needs an address handle (SendWR.AH)", ErrBadWR)
+	}
+	if wr.AH.pd != q.pd {
+		return fmt.Errorf("%w: the address handle belongs to another PD", ErrBadWR)
+	}
+	if wr.RemoteQPN&^0xFFFFFF != 0 {
+		return fmt.Errorf("%w: remote QPN %#x does not fit 24 bits", ErrBadWR, wr.RemoteQPN)
+	}
+	n := uint64(len(wr.Inline))
+	if !inline {
+		n = 0
+		for _, s := range wr.SGL {
+			n += uint64(s.Length)
+		}
+	}
+	if n > uint64(q.mtu) {
+		return fmt.Errorf("%w: a UD message is one packet: %d bytes above the port's MTU %d", ErrBadWR, n, q.mtu)
+	}
+	return nil
+}
+
 // PostRecv queues receive work requests (ibv_post_recv). In ERR they
 // complete at once with WR_FLUSH_ERR.
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
@@ -104,6 +152,9 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 		return 0, fmt.Errorf("qp %#x: post recv: %w", q.qpn, ErrDestroyed)
 	case Reset:
 		return 0, fmt.Errorf("qp %#x: post recv in RESET: %w (move the QP to INIT first)", q.qpn, ErrState)
+	}
+	if q.srq != nil {
+		return 0, fmt.Errorf("qp %#x: post recv: %w: the QP takes its receives from an SRQ (post them there)", q.qpn, ErrBadWR)
 	}
 	n := 0
 	for i := range wrs {

@@ -1,9 +1,13 @@
 // Package qp implements goroce's queue pairs: the verbs-style API (Create,
-// Modify, Query, PostSend, PostRecv, Destroy) and, for RC, the transport as
-// rxe implements it: the requester (requester.go) turns send work requests
-// into packets, the completer (completer.go) turns ACKs, NAKs and responses
-// into completions and drives go-back-N retransmission, and the responder
-// (responder.go) executes inbound requests and answers them.
+// Modify, Query, PostSend, PostRecv, Destroy), shared receive queues (SRQ),
+// address handles, and the RC, UC and UD transports as rxe implements them.
+// The requester (requester.go) turns send work requests into packets for
+// all three; for RC the completer (completer.go) turns ACKs, NAKs and
+// responses into completions and drives go-back-N retransmission, and the
+// responder (responder.go) executes inbound requests and answers them. UC
+// (uc.go) and UD (ud.go) have responders of their own and no completer: a
+// send completes when its last packet is built, and what arrives is
+// placed or dropped, never answered.
 //
 // Concurrency: all of a QP's state is guarded by its mutex. Packets arrive
 // on the device's receive path, which calls HandlePacket inline; posts run
@@ -55,15 +59,20 @@ type InitAttr struct {
 	// RetryCnt7Infinite treats retry_cnt 7 as "retry forever", as rxe does.
 	// IBTA makes it a plain count; only rnr_retry 7 is infinite there.
 	RetryCnt7Infinite bool
+	// SRQ, if set, is the shared receive queue the QP takes its receive
+	// WQEs from (it must belong to the QP's PD); Cap.MaxRecvWR and
+	// MaxRecvSGE are then ignored and PostRecv on the QP fails.
+	SRQ *SRQ
 }
 
 // EventType is a QP asynchronous event (ibv_event_type subset).
 type EventType uint8
 
 const (
-	EventQPFatal   EventType = 1 // IBV_EVENT_QP_FATAL: the QP went to ERR
-	EventSQDrained EventType = 5 // IBV_EVENT_SQ_DRAINED
-	EventCQError   EventType = 9 // the QP's CQ overflowed
+	EventQPFatal        EventType = 1  // IBV_EVENT_QP_FATAL: the QP went to ERR
+	EventSQDrained      EventType = 5  // IBV_EVENT_SQ_DRAINED
+	EventCQError        EventType = 9  // the QP's CQ overflowed
+	EventLastWQEReached EventType = 16 // IBV_EVENT_QP_LAST_WQE_REACHED: an SRQ QP in ERR takes no more WQEs
 )
 
 // Event is an asynchronous event of a QP.
@@ -81,6 +90,8 @@ type QP struct {
 	typ    Type
 	sendCQ *cq.CQ
 	recvCQ *cq.CQ
+	srq    *SRQ
+	tr     rocev2.Opcode // the transport's opcode bits (rocev2.TransportRC, UC, UD)
 	sigAll bool
 	onEvt  func(Event)
 	retry7 bool
@@ -120,24 +131,34 @@ var (
 // Create makes a QP in pd. It starts in RESET.
 func Create(pd *device.PD, ia InitAttr) (*QP, error) {
 	dev := pd.Device()
+	var tr rocev2.Transport
 	switch ia.Type {
 	case RC:
-	case UC, UD:
-		return nil, fmt.Errorf("qp: create %v QP: not supported yet (RC only)", ia.Type)
+		tr = rocev2.TransportRC
+	case UC:
+		tr = rocev2.TransportUC
+	case UD:
+		tr = rocev2.TransportUD
 	default:
-		return nil, fmt.Errorf("qp: create: unknown QP type %d", ia.Type)
+		return nil, fmt.Errorf("qp: create: unknown QP type %d (RC, UC or UD)", ia.Type)
 	}
 	if ia.SendCQ == nil || ia.RecvCQ == nil {
 		return nil, errors.New("qp: create: send and receive CQs are required (they may be the same CQ)")
 	}
 	c := &ia.Cap
-	if c.MaxSendWR < 1 || c.MaxSendWR > device.MaxQPWR || c.MaxRecvWR < 1 || c.MaxRecvWR > device.MaxQPWR {
+	if ia.SRQ != nil {
+		if ia.SRQ.pd != pd {
+			return nil, errors.New("qp: create: the SRQ belongs to another PD (goroce needs the QP's)")
+		}
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	}
+	if c.MaxSendWR < 1 || c.MaxSendWR > device.MaxQPWR || (ia.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > device.MaxQPWR)) {
 		return nil, fmt.Errorf("qp: create: max_send_wr %d / max_recv_wr %d out of range 1..%d", c.MaxSendWR, c.MaxRecvWR, device.MaxQPWR)
 	}
 	if c.MaxSendSGE == 0 {
 		c.MaxSendSGE = 1
 	}
-	if c.MaxRecvSGE == 0 {
+	if c.MaxRecvSGE == 0 && ia.SRQ == nil {
 		c.MaxRecvSGE = 1
 	}
 	if c.MaxSendSGE > device.MaxSGE || c.MaxRecvSGE > device.MaxSGE {
@@ -147,23 +168,47 @@ func Create(pd *device.PD, ia InitAttr) (*QP, error) {
 		return nil, fmt.Errorf("qp: create: max_inline_data %d above the device limit %d", c.MaxInlineData, device.MaxInlineData)
 	}
 	q := &QP{
-		dev: dev, pd: pd, typ: ia.Type, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
-		sigAll: ia.SigAll, onEvt: ia.OnAsyncEvent, retry7: ia.RetryCnt7Infinite,
-		state: Reset, mtu: rocev2.MTU256.Bytes(),
+		dev: dev, pd: pd, typ: ia.Type, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ, srq: ia.SRQ,
+		tr: rocev2.Opcode(tr), sigAll: ia.SigAll, onEvt: ia.OnAsyncEvent, retry7: ia.RetryCnt7Infinite,
+		state: Reset,
 	}
 	q.attr.Cap = *c
-	q.attr.PathMTU = rocev2.MTU256
+	q.defaultMTU()
 	q.sq.init(c.MaxSendWR, c.MaxSendSGE, c.MaxInlineData)
 	q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
+	if q.srq != nil {
+		q.resp.srqWQE.sgl = make([]SGE, 0, q.srq.maxSGE)
+		q.resp.srqWQE.mrs = make([]*device.MR, 0, q.srq.maxSGE)
+		if err := q.srq.attach(); err != nil {
+			return nil, err
+		}
+	}
 	q.retryTm.Init(q.onRetryTimer)
 	q.rnrTm.Init(q.onRNRTimer)
 	qpn, err := dev.AddQP(q)
 	if err != nil {
+		if q.srq != nil {
+			q.srq.detach()
+		}
 		return nil, err
 	}
 	q.qpn = qpn
 	return q, nil
 }
+
+// defaultMTU sets the MTU a QP has until RTR: 256 for RC and UC (their
+// path MTU is an RTR attribute), the port's active MTU for UD, whose
+// messages are single packets up to it (rxe's port mtu_cap).
+func (q *QP) defaultMTU() {
+	q.attr.PathMTU = rocev2.MTU256
+	if q.typ == UD {
+		q.attr.PathMTU = q.dev.Port().ActiveMTU
+	}
+	q.mtu = q.attr.PathMTU.Bytes()
+}
+
+// SRQ returns the shared receive queue the QP was created on, or nil.
+func (q *QP) SRQ() *SRQ { return q.srq }
 
 // QPN returns the QP number.
 func (q *QP) QPN() uint32 { return q.qpn }
@@ -198,7 +243,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	if q.state == stateDestroyed {
 		return fmt.Errorf("qp %#x: modify: %w", q.qpn, ErrDestroyed)
 	}
-	to, err := checkTransition(q.qpn, q.state, attr, mask)
+	to, err := checkTransition(q.typ, q.qpn, q.state, attr, mask)
 	if err != nil {
 		return err
 	}
@@ -246,14 +291,8 @@ func (q *QP) validate(a *Attr, mask AttrMask) error {
 		return fmt.Errorf("P_Key index %d out of range (the table has 1 entry)", a.PKeyIndex)
 	}
 	if mask&MaskAV != 0 {
-		if a.AH.DGID.IsZero() {
-			return errors.New("AV without a GRH: RoCE needs a destination GID (rc_pingpong: pass -g 1)")
-		}
-		if _, err := q.dev.GID(int(a.AH.SGIDIndex)); err != nil {
+		if err := validateAH(q.dev, &a.AH); err != nil {
 			return err
-		}
-		if a.AH.DGID.Addr().Is4() != q.dev.LocalAddr().Addr().Is4() {
-			return fmt.Errorf("destination GID %v is not of the device's address family (%v)", a.AH.DGID, q.dev.LocalAddr().Addr())
 		}
 	}
 	if mask&MaskTimeout != 0 && a.Timeout > 31 {
@@ -357,7 +396,11 @@ func (q *QP) Destroy() error {
 	q.stopTimers()
 	q.sq.clear()
 	q.rq.clear()
+	q.resp.srqWQE.entry = nil
 	q.state = stateDestroyed
+	if q.srq != nil {
+		q.srq.detach()
+	}
 	return nil
 }
 
@@ -376,8 +419,8 @@ func (q *QP) reset() {
 	q.resp.reset()
 	q.state = Reset
 	cap := q.attr.Cap
-	q.attr = Attr{Cap: cap, PathMTU: rocev2.MTU256}
-	q.mtu = rocev2.MTU256.Bytes()
+	q.attr = Attr{Cap: cap}
+	q.defaultMTU()
 }
 
 // enterError moves the QP to ERR and completes every outstanding work
@@ -407,6 +450,13 @@ func (q *QP) flushSQ() {
 }
 
 func (q *QP) flushRQ() {
+	if q.srq != nil {
+		// The WQEs still on the SRQ belong to the other QPs; only one
+		// this QP took is flushed.
+		q.failRecv(cq.WRFlushErr)
+		q.event(Event{Type: EventLastWQEReached, QPN: q.qpn})
+		return
+	}
 	q.resp.rwqe = nil // the receive in progress is the ring's head: flushed below
 	for q.rq.head != q.rq.tail {
 		w := q.rq.at(q.rq.head)
@@ -462,15 +512,24 @@ func (q *QP) ackTimeout() time.Duration {
 // HandlePacket is called by the device's receive loop for each packet
 // addressed to this QP.
 func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
-	src := dg.Addr
 	op := pkt.Opcode()
-	if op.Transport() != rocev2.TransportRC {
+	if op&0xE0 != q.tr {
 		q.dev.Counters.RcvdWrongQPType.Add(1)
 		return
 	}
 	q.mu.Lock()
 	defer q.unlock()
-	if src.Addr().Unmap().WithZone("") != q.raddr.Addr() {
+	if q.typ == UD {
+		// A datagram QP takes packets from anyone: the Q_Key is its
+		// check (ud.go).
+		if q.state != RTR && q.state != RTS && q.state != SQD {
+			q.dev.Counters.RcvdQPStateDrop.Add(1)
+			return
+		}
+		q.respondUD(pkt, dg)
+		return
+	}
+	if dg.Addr.Addr().Unmap().WithZone("") != q.raddr.Addr() {
 		// A connected QP takes packets only from its peer's address, as
 		// rxe's check_addr does: otherwise anyone who guesses a QP number
 		// and a PSN could write into the stream. (The UDP source port
@@ -482,6 +541,10 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	case op.Is(rocev2.OpRequest):
 		if q.state != RTR && q.state != RTS && q.state != SQD {
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
+			return
+		}
+		if q.typ == UC {
+			q.respondUC(pkt)
 			return
 		}
 		q.respond(pkt)

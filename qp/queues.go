@@ -1,6 +1,8 @@
 package qp
 
 import (
+	"net/netip"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
@@ -33,6 +35,9 @@ type sendWQE struct {
 	compareAdd uint64
 	swap       uint64
 	localErr   cq.Status // a local error found at post, reported when reached
+	udAddr     netip.AddrPort
+	udQPN      uint32
+	udQKey     uint32
 
 	state    wqeState
 	status   cq.Status

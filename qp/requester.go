@@ -70,15 +70,24 @@ func (q *QP) sendWhatCan() {
 				continue
 			}
 		}
-		if q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
+		if q.typ == RC && q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
 			return // window full: the next ACK calls us again
 		}
 		if !q.sendPacket(w) {
 			return
 		}
 		if w.nextPkt == w.npkts {
-			w.state = wqePending
 			q.sq.req++
+			if q.typ != RC {
+				// Nothing acknowledges UC and UD: the WR is done
+				// once its last packet is built (rxe completes it
+				// once sent).
+				w.state, w.status = wqeDone, cq.Success
+				q.comp.psn = q.req.psn
+				q.retireHead()
+				continue
+			}
+			w.state = wqePending
 		}
 	}
 	if q.state == SQD {
@@ -115,7 +124,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 			w.npkts = n
 		}
 	}
-	if q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
+	if q.typ == RC && q.req.psn.Sub(q.comp.psn) >= maxUnackedPSNs {
 		return false
 	}
 	w.started = true
@@ -161,6 +170,10 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	psn := w.firstPSN.Add(k)
 	f := &q.req.fields
 	*f = rocev2.Fields{PKey: 0xffff, DestQP: q.attr.DestQPN, PSN: psn}
+	dst := q.raddr
+	if q.typ == UD {
+		f.DestQP, f.QKey, f.SrcQP, dst = w.udQPN, w.udQKey, q.qpn, w.udAddr
+	}
 	mtu := uint32(q.mtu)
 	var payload uint32
 	first, last := k == 0, k == w.npkts-1
@@ -200,7 +213,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		w.nextPkt = 1
 	default:
 		payload = min(mtu, w.length-k*mtu)
-		f.Opcode = dataOpcode(w.op, first, last)
+		f.Opcode = dataOpcode(w.op, first, last) | q.tr
 		if f.Opcode.Has(rocev2.HdrRETH) {
 			f.VA, f.RKey, f.Len = w.raddr, w.rkey, w.length
 		}
@@ -211,7 +224,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			f.InvRKey = w.imm
 		}
 		f.SE = last && w.flags&SendSolicited != 0 && (w.op.isSend() || w.op == WRRDMAWriteWithImm)
-		f.AckReq = last || q.req.sinceAck+1 >= maxPktsPerAck
+		f.AckReq = q.typ == RC && (last || q.req.sinceAck+1 >= maxPktsPerAck)
 		w.nextPkt++
 	}
 
@@ -235,7 +248,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		}
 	}
 	buf = rocev2.AppendTrailer(buf, int(payload))
-	q.out.Commit(buf, q.raddr)
+	q.out.Commit(buf, dst)
 	q.req.sent++
 	if q.trace != nil {
 		q.trace("tx %v psn %#x", f.Opcode, psn)
@@ -263,7 +276,9 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	return true
 }
 
-// dataOpcode picks the RC opcode of a SEND/WRITE packet by its place.
+// dataOpcode picks the RC opcode of a SEND/WRITE packet by its place; ORed
+// with a QP's transport bits, it is the UC or UD one (the opcode tables of
+// the three transports share their low five bits).
 func dataOpcode(op WROpcode, first, last bool) rocev2.Opcode {
 	type pos struct{ first, middle, last, only rocev2.Opcode }
 	var p pos

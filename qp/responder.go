@@ -38,6 +38,16 @@ type responder struct {
 	res     []resource // READ/atomic response resources (IRD ring)
 	resNext int
 	fields  rocev2.Fields
+
+	// UC: the message in progress is being dropped (rxe's drop_msg): a
+	// packet was lost or refused, so the rest of it is dropped until the
+	// next message starts.
+	dropMsg bool
+	// srqWQE holds the receive WQE taken from the SRQ (recv.go).
+	srqWQE recvWQE
+	// grh is where a UD receive's GRH area is built before it is
+	// scattered.
+	grh [rocev2.GRHLen]byte
 }
 
 // resource remembers a READ or atomic so that a duplicate can be answered
@@ -67,8 +77,11 @@ func (r *responder) initResources(n int) {
 	r.resNext = 0
 }
 
+// reset forgets all protocol state; the SRQ WQE's preallocated SGL stays.
 func (r *responder) reset() {
+	sgl, mrs := r.srqWQE.sgl[:0], r.srqWQE.mrs[:0]
 	*r = responder{}
+	r.srqWQE.sgl, r.srqWQE.mrs = sgl, mrs
 }
 
 func (q *QP) respond(pkt *rocev2.Packet) {
@@ -131,7 +144,7 @@ func (q *QP) respond(pkt *rocev2.Packet) {
 		return
 	}
 	if op.ConsumesRecvWQE() {
-		if q.rq.empty() {
+		if r.rwqe = q.takeRecv(); r.rwqe == nil {
 			q.dev.Counters.SendRNRErr.Add(1)
 			q.sendAck(rocev2.RNRSyndrome(q.attr.MinRNRTimer), psn)
 			// The rest of this message is out of sequence until the
@@ -139,7 +152,6 @@ func (q *QP) respond(pkt *rocev2.Packet) {
 			r.nakSent = true
 			return
 		}
-		r.rwqe = q.rq.at(q.rq.head)
 		r.recvOff = 0
 		r.recvCur = sglCursor{sgl: r.rwqe.sgl, mrs: r.rwqe.mrs}
 		if r.rwqe.localErr != cq.Success {
@@ -173,16 +185,8 @@ func (q *QP) respond(pkt *rocev2.Packet) {
 // respError NAKs the current packet with syn, fails the receive WQE in
 // progress with st and moves the QP to ERR.
 func (q *QP) respError(syn rocev2.Syndrome, st cq.Status) {
-	r := &q.resp
-	q.sendAck(syn, r.epsn)
-	if r.rwqe != nil {
-		w := r.rwqe
-		wc := cq.WC{WRID: w.wrid, Entry: w.entry, Status: st, Opcode: cq.OpRecv, QPNum: q.qpn}
-		w.entry = nil
-		q.rq.head++
-		r.rwqe = nil
-		q.pushRecv(&wc, false)
-	}
+	q.sendAck(syn, q.resp.epsn)
+	q.failRecv(st)
 	q.enterError()
 }
 
@@ -230,12 +234,8 @@ func (q *QP) remoteInvalidate(rkey uint32) cq.Status {
 
 // finishRecv completes the receive WQE in progress successfully.
 func (q *QP) finishRecv(wc *cq.WC, solicited bool) {
-	w := q.resp.rwqe
-	wc.WRID, wc.Entry, wc.QPNum, wc.SrcQP = w.wrid, w.entry, q.qpn, q.attr.DestQPN
-	w.entry = nil
-	q.rq.head++
-	q.resp.rwqe = nil
-	q.pushRecv(wc, solicited)
+	wc.SrcQP = q.attr.DestQPN
+	q.completeRecv(wc, solicited)
 }
 
 func (q *QP) execWrite(pkt *rocev2.Packet) {

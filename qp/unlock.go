@@ -12,7 +12,8 @@ import (
 //     post (q.posted) ends the hold (device.Outbox);
 //  2. releases the QP's lock;
 //  3. delivers what the section raised: CQ events (cq.CQ.Notify, which
-//     calls the CQ's OnEvent) and asynchronous events (InitAttr.OnAsyncEvent).
+//     calls the CQ's OnEvent), asynchronous events (InitAttr.OnAsyncEvent)
+//     and the SRQ's limit event (SRQInitAttr.OnEvent).
 //
 // So no callback ever runs under the QP's lock: an OnEvent or an
 // OnAsyncEvent may post to this QP, poll, modify or destroy it.
@@ -23,6 +24,7 @@ type notices struct {
 	sendFired          bool
 	recvFired          bool
 	sendErr, recvErr   error
+	srqLimit           bool // taking a WQE crossed the SRQ's limit
 	events             [maxSectionEvents]Event
 	nEvents, lostCount int
 }
@@ -91,5 +93,8 @@ func (q *QP) unlock() {
 	}
 	for _, e := range nt.events[:nt.nEvents] {
 		q.onEvt(e)
+	}
+	if nt.srqLimit && q.srq.onEvt != nil {
+		q.srq.onEvt(SRQEvent{Type: EventSRQLimitReached, SRQ: q.srq})
 	}
 }

@@ -111,6 +111,11 @@ type SendWR struct {
 	// Swap is the swap value of CmpSwap.
 	CompareAdd uint64
 	Swap       uint64
+	// AH, RemoteQPN and RemoteQKey address a UD send (wr.ud). A Q_Key with
+	// its high bit set stands for the QP's own Q_Key (IBTA 10.2.5).
+	AH         *AddressHandle
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request (ibv_recv_wr).
