@@ -122,6 +122,11 @@ func TestBackendsUnderAttack(t *testing.T) {
 		b, _ := fl.Append(nil, payload)
 		return b
 	}
+	ud := func(op rocev2.Opcode, qkey uint32, payload []byte) []byte {
+		fl := rocev2.Fields{Opcode: op, PKey: 0xffff, QKey: qkey, SrcQP: 0x42}
+		b, _ := fl.Append(nil, payload)
+		return b
+	}
 	for _, s := range stacks(t) {
 		t.Run(s.name, func(t *testing.T) {
 			var msgs []hostile.Message
@@ -131,6 +136,12 @@ func TestBackendsUnderAttack(t *testing.T) {
 				send(rocev2.RCWriteOnly, hostile.RQPSN, make([]byte, 64)),
 				send(rocev2.RCReadRequest, hostile.RQPSN, nil),
 				send(rocev2.RCFetchAdd, hostile.RQPSN, nil),
+				send(rocev2.UCSendOnly, hostile.RQPSN, []byte("hello")),
+				send(rocev2.UCWriteOnly, hostile.RQPSN, make([]byte, 64)),
+				send(rocev2.UCSendMiddle, hostile.RQPSN+1, make([]byte, 1024)),
+				ud(rocev2.UDSendOnly, hostile.QKey, []byte("hello")),
+				ud(rocev2.UDSendOnlyImm, hostile.QKey^1, []byte("hello")),
+				ud(rocev2.UDSendOnly, hostile.QKey, make([]byte, 8192)),
 			} {
 				msgs = append(msgs, hostile.Message{Data: p, Aim: true})
 			}
@@ -146,6 +157,15 @@ func FuzzBackends(f *testing.F) {
 	f.Add(byte(0), []byte{0x00, 0x00, 0x00})
 	f.Add(byte(1), []byte{0x02, 0x00, 0x11, 0x04, 0x00, 0x00, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add(byte(3), []byte{0x02, 0x00, 0x1c, 0x0a, 0x00, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0})
+	// A UD SEND with the Target's Q_Key and a UC WRITE, aimed and sealed
+	// (selector 0x03, then the length and the packet).
+	seed := func(fl rocev2.Fields, payload []byte) []byte {
+		fl.PKey = 0xffff
+		p, _ := fl.Append(nil, payload)
+		return append([]byte{0x03, byte(len(p) >> 8), byte(len(p))}, p...)
+	}
+	f.Add(byte(0), seed(rocev2.Fields{Opcode: rocev2.UDSendOnly, QKey: hostile.QKey, SrcQP: 7}, []byte("hello")))
+	f.Add(byte(1), seed(rocev2.Fields{Opcode: rocev2.UCWriteFirst, PSN: hostile.RQPSN, VA: 0x1000, RKey: 0x1234, Len: 4096}, make([]byte, 1024)))
 	all := stacks(f)
 	f.Fuzz(func(t *testing.T, which byte, in []byte) {
 		all[int(which)%len(all)].attack(t, hostile.Messages(in))

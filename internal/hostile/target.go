@@ -1,5 +1,5 @@
-// Package hostile is for tests that play a hostile peer: a live RC queue
-// pair whose memory no hostile input may change (Target), a way to turn fuzz
+// Package hostile is for tests that play a hostile peer: live RC, UC and UD
+// queue pairs whose memory no hostile input may change (Target), a way to turn fuzz
 // input into batches of datagrams with every field a receiver takes from the
 // wire or the kernel under the fuzzer's control (Messages), and the
 // accounting that proves every datagram a device took from its backend was
@@ -29,13 +29,20 @@ const RQPSN = 0x100
 // PeerQPN is the QP number a Target's QP is connected to.
 const PeerQPN = 0x42
 
-// Target is a device with one RC QP in RTS, connected to a peer at a given
-// address, with a receive posted, and a memory region open to remote write,
-// read and atomics under a random (unguessable) rkey. Hostile packets may
-// do anything to the QP but change that region.
+// QKey is the Q_Key of a Target's UD QP: fuzz seeds built with it get past
+// the Q_Key check.
+const QKey = 0x11111111
+
+// Target is a device with an RC and a UC QP in RTS, connected to a peer at a
+// given address, and a UD QP, each with a receive posted, and a memory
+// region open to remote write, read and atomics under a random
+// (unguessable) rkey. Hostile packets may do anything to the QPs but
+// change that region.
 type Target struct {
 	Dev    *device.Device
-	QP     *qp.QP
+	QP     *qp.QP // RC
+	UC     *qp.QP
+	UD     *qp.QP
 	CQ     *cq.CQ
 	peer   netip.Addr
 	memory []byte
@@ -85,8 +92,13 @@ func NewTarget(tb testing.TB, be rocev2.Backend, peer netip.Addr) *Target {
 	if t.CQ, err = cq.New(4096, cq.Config{}); err != nil {
 		tb.Fatal(err)
 	}
-	if t.QP, err = qp.Create(pd, qp.InitAttr{Type: qp.RC, SendCQ: t.CQ, RecvCQ: t.CQ, Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 64}}); err != nil {
-		tb.Fatal(err)
+	for _, c := range []struct {
+		q   **qp.QP
+		typ qp.Type
+	}{{&t.QP, qp.RC}, {&t.UC, qp.UC}, {&t.UD, qp.UD}} {
+		if *c.q, err = qp.Create(pd, qp.InitAttr{Type: c.typ, SendCQ: t.CQ, RecvCQ: t.CQ, Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 64}}); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	if t.fence.qpn, err = dev.AddQP(&t.fence); err != nil {
 		tb.Fatal(err)
@@ -117,16 +129,18 @@ func (t *Target) Fence(tb testing.TB, inject func(pkt []byte)) {
 	tb.Fatal("fence packets never reached the device: its receive path is stuck")
 }
 
-// Reconnect takes the QP through RESET to RTS again (a fresh connection,
-// whatever the last input did to it), empties the CQ and posts a receive.
+// Reconnect takes the QPs through RESET to RTS again (a fresh connection,
+// whatever the last input did to them), empties the CQ and posts a receive
+// on each.
 func (t *Target) Reconnect(tb testing.TB) {
 	tb.Helper()
 	access := device.AccessRemoteWrite | device.AccessRemoteRead | device.AccessRemoteAtomic
 	gid := device.GIDFromAddr(t.peer)
-	steps := []struct {
+	type step struct {
 		a qp.Attr
 		m qp.AttrMask
-	}{
+	}
+	steps := []step{
 		{qp.Attr{State: qp.Reset}, qp.MaskState},
 		{qp.Attr{State: qp.Init, Port: 1, AccessFlags: access}, qp.MaskState | qp.MaskPKeyIndex | qp.MaskPort | qp.MaskAccessFlags},
 		{qp.Attr{State: qp.RTR, PathMTU: rocev2.MTU1024, DestQPN: PeerQPN, RQPSN: RQPSN, MaxDestRdAtomic: 4, MinRNRTimer: 1,
@@ -134,16 +148,34 @@ func (t *Target) Reconnect(tb testing.TB) {
 		{qp.Attr{State: qp.RTS, SQPSN: 0x200, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
 			qp.MaskState | qp.MaskSQPSN | qp.MaskTimeout | qp.MaskRetryCnt | qp.MaskRNRRetry | qp.MaskMaxQPRdAtomic},
 	}
-	for _, s := range steps {
-		if err := t.QP.Modify(&s.a, s.m); err != nil {
-			tb.Fatal(err)
+	uc := []step{
+		{qp.Attr{State: qp.Reset}, qp.MaskState},
+		{qp.Attr{State: qp.Init, Port: 1, AccessFlags: access &^ device.AccessRemoteRead &^ device.AccessRemoteAtomic},
+			qp.MaskState | qp.MaskPKeyIndex | qp.MaskPort | qp.MaskAccessFlags},
+		{qp.Attr{State: qp.RTR, PathMTU: rocev2.MTU1024, DestQPN: PeerQPN + 1, RQPSN: RQPSN, AH: qp.AH{DGID: gid, SGIDIndex: 1}},
+			qp.MaskState | qp.MaskAV | qp.MaskPathMTU | qp.MaskDestQPN | qp.MaskRQPSN},
+		{qp.Attr{State: qp.RTS, SQPSN: 0x200}, qp.MaskState | qp.MaskSQPSN},
+	}
+	ud := []step{
+		{qp.Attr{State: qp.Reset}, qp.MaskState},
+		{qp.Attr{State: qp.Init, Port: 1, QKey: QKey}, qp.MaskState | qp.MaskPKeyIndex | qp.MaskPort | qp.MaskQKey},
+		{qp.Attr{State: qp.RTR}, qp.MaskState},
+		{qp.Attr{State: qp.RTS, SQPSN: 0x200}, qp.MaskState | qp.MaskSQPSN},
+	}
+	for i, q := range []*qp.QP{t.QP, t.UC, t.UD} {
+		for _, s := range [][]step{steps, uc, ud}[i] {
+			if err := q.Modify(&s.a, s.m); err != nil {
+				tb.Fatal(err)
+			}
 		}
 	}
 	for t.CQ.Poll(t.wcs) > 0 {
 	}
-	sge := qp.SGE{Addr: t.recv.VA(), Length: 4096, LKey: t.recv.LKey()}
-	if _, err := t.QP.PostRecv([]qp.RecvWR{{WRID: 1, SGL: []qp.SGE{sge}}}); err != nil {
-		tb.Fatal(err)
+	for i, q := range []*qp.QP{t.QP, t.UC, t.UD} {
+		sge := qp.SGE{Addr: t.recv.VA() + uint64(i)*8192, Length: 8192, LKey: t.recv.LKey()}
+		if _, err := q.PostRecv([]qp.RecvWR{{WRID: 1, SGL: []qp.SGE{sge}}}); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 
@@ -151,13 +183,21 @@ func (t *Target) Reconnect(tb testing.TB) {
 // held at the start.
 func (t *Target) Unchanged() bool { return bytes.Equal(t.memory, t.golden) }
 
-// Aim points a fuzzed packet at the Target's QP: it writes the QP number
-// into the BTH's destination QP field when the packet is long enough to
-// have one. It returns a copy.
+// Aim points a fuzzed packet at the Target's QP of its opcode's transport
+// (RC, UC or UD; the RC QP for any other): it writes that QP's number into
+// the BTH's destination QP field when the packet is long enough to have
+// one. It returns a copy.
 func (t *Target) Aim(pkt []byte) []byte {
 	p := bytes.Clone(pkt)
 	if len(p) >= rocev2.BTHLen {
-		n := t.QP.QPN()
+		q := t.QP
+		switch rocev2.Opcode(p[0]).Transport() {
+		case rocev2.TransportUC:
+			q = t.UC
+		case rocev2.TransportUD:
+			q = t.UD
+		}
+		n := q.QPN()
 		p[5], p[6], p[7] = byte(n>>16), byte(n>>8), byte(n)
 	}
 	return p
