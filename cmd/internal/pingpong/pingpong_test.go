@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestCheckPattern(t *testing.T) {
 		{"no -c on the client", bytes.Repeat([]byte{0x7b}, 10), []string{"invalid data in page 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := checkPattern(tc.buf, page)
+			got := checkPattern(tc.buf, page, 0x7b)
 			assert.Len(t, got, len(tc.want), "%q", got)
 			for i, w := range tc.want {
 				if i < len(got) {

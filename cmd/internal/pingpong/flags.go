@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"errors"
@@ -12,13 +12,14 @@ import (
 	"github.com/goroce/goroce/rocev2"
 )
 
-// options are rc_pingpong's settings, with the original's defaults.
+// options are a ping-pong program's settings, with the original's defaults.
 type options struct {
 	port    int    // -p: TCP port of the out-of-band exchange
 	dev     string // -d: local IP address of the device ("" = route source)
 	ibPort  int    // -i
 	size    int    // -s
 	mtu     rocev2.MTU
+	numQP   int // -q (srq_pingpong)
 	rxDepth int // -r
 	iters   int // -n
 	sl      int // -l: accepted; RoCEv2 carries no SL
@@ -38,31 +39,53 @@ type options struct {
 	iface   string        // --iface, or -i with a name: the network interface
 }
 
-func defaultOptions() options {
+func (k *Kind) defaultOptions() options {
 	return options{
-		port: 18515, ibPort: 1, size: 4096, mtu: rocev2.MTU1024,
+		port: 18515, ibPort: 1, size: k.defSize, mtu: rocev2.MTU1024, numQP: 16,
 		rxDepth: 500, iters: 1000, gidIdx: -1, udpPort: rocev2.UDPPort,
 	}
 }
 
-// optSpec is one option of getopt_long's table.
+// optSpec is one option of getopt_long's table, with its line of the usage
+// text.
 type optSpec struct {
 	short  byte // 0: long only
 	long   string
 	hasArg bool
 	goroce bool // goroce-only: also accepted with a single dash
+	help   string
 }
 
-// optTable is rc_pingpong's option table: "p:d:i:s:m:r:n:l:eg:otcj" plus
-// goroce's own long options.
-var optTable = []optSpec{
-	{'p', "port", true, false}, {'d', "ib-dev", true, false}, {'i', "ib-port", true, false},
-	{'s', "size", true, false}, {'m', "mtu", true, false}, {'r', "rx-depth", true, false},
-	{'n', "iters", true, false}, {'l', "sl", true, false}, {'e', "events", false, false},
-	{'g', "gid-idx", true, false}, {'o', "odp", false, false}, {'t', "ts", false, false},
-	{'c', "chk", false, false}, {'j', "dm", false, false}, {'h', "help", false, false},
-	{0, "udp-port", true, true}, {0, "stats", false, true}, {0, "timeout", true, true},
-	{0, "backend", true, true}, {0, "iface", true, true},
+// The options of the four originals (rdma-core 44), in their usage order.
+var (
+	optPort    = optSpec{'p', "port", true, false, "-p, --port=<port>      listen on/connect to port <port> (default 18515)"}
+	optDev     = optSpec{'d', "ib-dev", true, false, "-d, --ib-dev=<addr>    bind the goroce device to IP address <addr> (default: the\n                         source address of the route to <host>; 127.0.0.1 as server)"}
+	optIBPort  = optSpec{'i', "ib-port", true, false, "-i, --ib-port=<port>   use port <port> of IB device (default 1)"}
+	optMTU     = optSpec{'m', "mtu", true, false, "-m, --mtu=<size>       path MTU (default 1024)"}
+	optNumQP   = optSpec{'q', "num-qp", true, false, "-q, --num-qp=<num>     number of QPs to use (default 16)"}
+	optRxDepth = optSpec{'r', "rx-depth", true, false, "-r, --rx-depth=<dep>   number of receives to post at a time (default 500)"}
+	optIters   = optSpec{'n', "iters", true, false, "-n, --iters=<iters>    number of exchanges (default 1000)"}
+	optSL      = optSpec{'l', "sl", true, false, "-l, --sl=<sl>          service level value (accepted, unused on RoCEv2)"}
+	optEvents  = optSpec{'e', "events", false, false, "-e, --events           sleep on CQ events (default poll)"}
+	optGID     = optSpec{'g', "gid-idx", true, false, "-g, --gid-idx=<gid index> local port gid index (RoCE needs one: use -g 1)"}
+	optODP     = optSpec{'o', "odp", false, false, "-o, --odp              use on demand paging (goroce memory needs no pinning: no-op)"}
+	optTS      = optSpec{'t', "ts", false, false, "-t, --ts               get CQE with timestamp (not supported by goroce)"}
+	optChk     = optSpec{'c', "chk", false, false, "-c, --chk              validate received buffer"}
+	optDM      = optSpec{'j', "dm", false, false, "-j, --dm               use device memory (not supported by goroce)"}
+	optHelp    = optSpec{'h', "help", false, false, ""}
+
+	// goroce's own options.
+	goroceOpts = []optSpec{
+		{0, "udp-port", true, true, "-udp-port=<port>       UDP port of this device and of the peer's (default 4791)"},
+		{0, "stats", false, true, "-stats                 print the device's counters at exit"},
+		{0, "timeout", true, true, "-timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n                         (default 0: wait forever, like the original)"},
+		{0, "backend", true, true, "-backend=udp|afpacket  packet backend: udp (default, a UDP socket) or afpacket (whole\n                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)"},
+		{0, "iface", true, true, "-i <iface>, -iface=<iface>  the network interface (a name; a number is the IB port);\n                         the address defaults to its first one"},
+	}
+)
+
+func sizeOpt(def int) optSpec {
+	return optSpec{'s', "size", true, false, fmt.Sprintf("-s, --size=<size>      size of message to exchange (default %d)", def)}
 }
 
 // errUsage means: print the usage and exit 1, as the original does for any
@@ -78,8 +101,8 @@ var (
 // a unique prefix and take --opt=value or --opt value; options and the
 // server operand may come in any order; "--" ends the options. Diagnostics
 // go to stderr in getopt's words.
-func parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
-	o := defaultOptions()
+func (k *Kind) parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
+	o := k.defaultOptions()
 	var operands []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -87,8 +110,8 @@ func parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
 		case a == "--":
 			operands = append(operands, args[i+1:]...)
 			i = len(args)
-		case strings.HasPrefix(a, "--") || isGoroceLong(a):
-			spec, val, hasVal, err := matchLong(prog, a, stderr)
+		case strings.HasPrefix(a, "--") || k.isGoroceLong(a):
+			spec, val, hasVal, err := k.matchLong(prog, a, stderr)
 			if err != nil {
 				return o, err
 			}
@@ -108,7 +131,7 @@ func parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
 			}
 		case len(a) > 1 && a[0] == '-':
 			for j := 1; j < len(a); j++ {
-				spec, ok := shortSpec(a[j])
+				spec, ok := k.shortSpec(a[j])
 				if !ok {
 					fmt.Fprintf(stderr, "%s: invalid option -- '%c'\n", prog, a[j])
 					return o, errUsage
@@ -148,12 +171,12 @@ func parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
 // isGoroceLong reports whether a single-dash argument names one of goroce's
 // own long options (-udp-port 4791, -stats), as the Go flag package would
 // spell them. Such a word would otherwise read as a cluster of short options.
-func isGoroceLong(a string) bool {
+func (k *Kind) isGoroceLong(a string) bool {
 	if len(a) < 2 || a[0] != '-' || a[1] == '-' {
 		return false
 	}
 	name, _, _ := strings.Cut(a[1:], "=")
-	for _, s := range optTable {
+	for _, s := range k.opts {
 		if s.goroce && s.long == name {
 			return true
 		}
@@ -161,8 +184,8 @@ func isGoroceLong(a string) bool {
 	return false
 }
 
-func shortSpec(c byte) (optSpec, bool) {
-	for _, s := range optTable {
+func (k *Kind) shortSpec(c byte) (optSpec, bool) {
+	for _, s := range k.opts {
 		if s.short == c {
 			return s, true
 		}
@@ -171,10 +194,10 @@ func shortSpec(c byte) (optSpec, bool) {
 }
 
 // matchLong finds a long option by its name or a unique prefix of it.
-func matchLong(prog, a string, stderr io.Writer) (spec optSpec, val string, hasVal bool, err error) {
+func (k *Kind) matchLong(prog, a string, stderr io.Writer) (spec optSpec, val string, hasVal bool, err error) {
 	name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 	var found []optSpec
-	for _, s := range optTable {
+	for _, s := range k.opts {
 		if s.long == name {
 			return s, val, hasVal, nil
 		}
@@ -232,6 +255,8 @@ func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) erro
 				err = errUsage
 			}
 		}
+	case "num-qp":
+		o.numQP, err = num(0, 1<<31-1)
 	case "rx-depth":
 		o.rxDepth, err = num(0, 1<<31-1)
 	case "iters":
@@ -287,35 +312,22 @@ func (o *options) localAddr() (netip.Addr, error) {
 
 // usage prints the original's usage text, with goroce's meaning of -d and
 // goroce's own options added.
-func usage(w io.Writer, prog string) {
+func (k *Kind) usage(w io.Writer, prog string) {
 	fmt.Fprintf(w, "Usage:\n")
 	fmt.Fprintf(w, "  %s            start a server and wait for connection\n", prog)
 	fmt.Fprintf(w, "  %s <host>     connect to server at <host>\n", prog)
 	fmt.Fprintf(w, "\n")
 	fmt.Fprintf(w, "Options:\n")
-	fmt.Fprintf(w, "  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n")
-	fmt.Fprintf(w, "  -d, --ib-dev=<addr>    bind the goroce device to IP address <addr> (default: the\n")
-	fmt.Fprintf(w, "                         source address of the route to <host>; 127.0.0.1 as server)\n")
-	fmt.Fprintf(w, "  -i, --ib-port=<port>   use port <port> of IB device (default 1)\n")
-	fmt.Fprintf(w, "  -s, --size=<size>      size of message to exchange (default 4096)\n")
-	fmt.Fprintf(w, "  -m, --mtu=<size>       path MTU (default 1024)\n")
-	fmt.Fprintf(w, "  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n")
-	fmt.Fprintf(w, "  -n, --iters=<iters>    number of exchanges (default 1000)\n")
-	fmt.Fprintf(w, "  -l, --sl=<sl>          service level value (accepted, unused on RoCEv2)\n")
-	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
-	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index (RoCE needs one: use -g 1)\n")
-	fmt.Fprintf(w, "  -o, --odp              use on demand paging (goroce memory needs no pinning: no-op)\n")
-	fmt.Fprintf(w, "  -t, --ts               get CQE with timestamp (not supported by goroce)\n")
-	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
-	fmt.Fprintf(w, "  -j, --dm               use device memory (not supported by goroce)\n")
+	for _, s := range k.opts {
+		if !s.goroce && s.help != "" {
+			fmt.Fprintf(w, "  %s\n", s.help)
+		}
+	}
 	fmt.Fprintf(w, "\n")
 	fmt.Fprintf(w, "goroce options (one or two dashes):\n")
-	fmt.Fprintf(w, "  -udp-port=<port>       UDP port of this device and of the peer's (default 4791)\n")
-	fmt.Fprintf(w, "  -stats                 print the device's counters at exit\n")
-	fmt.Fprintf(w, "  -timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n")
-	fmt.Fprintf(w, "                         (default 0: wait forever, like the original)\n")
-	fmt.Fprintf(w, "  -backend=udp|afpacket  packet backend: udp (default, a UDP socket) or afpacket (whole\n")
-	fmt.Fprintf(w, "                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)\n")
-	fmt.Fprintf(w, "  -i <iface>, -iface=<iface>  the network interface (a name; a number is the IB port);\n")
-	fmt.Fprintf(w, "                         the address defaults to its first one\n")
+	for _, s := range k.opts {
+		if s.goroce {
+			fmt.Fprintf(w, "  %s\n", s.help)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -42,9 +42,9 @@ func TestParseFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			got, err := parseFlags("rc_pingpong", tc.args, &stderr)
+			got, err := RC.parseFlags("rc_pingpong", tc.args, &stderr)
 			require.NoError(t, err, stderr.String())
-			want := defaultOptions()
+			want := RC.defaultOptions()
 			tc.want(&want)
 			assert.Equal(t, want, got)
 		})
@@ -72,7 +72,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			_, err := parseFlags("rc_pingpong", tc.args, &stderr)
+			_, err := RC.parseFlags("rc_pingpong", tc.args, &stderr)
 			require.ErrorIs(t, err, errUsage)
 			assert.Contains(t, stderr.String(), tc.stderr)
 		})
@@ -91,7 +91,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"-q"}, 1},
 	} {
 		var stdout, stderr bytes.Buffer
-		assert.Equal(t, tc.code, run("rc_pingpong", tc.args, &stdout, &stderr), tc.args)
+		assert.Equal(t, tc.code, Main(RC, "rc_pingpong", tc.args, &stdout, &stderr), tc.args)
 		assert.Contains(t, stdout.String(), "Usage:\n  rc_pingpong            start a server", tc.args)
 		assert.Contains(t, stdout.String(), "-udp-port", tc.args)
 	}
@@ -99,7 +99,7 @@ func TestRunUsage(t *testing.T) {
 
 func TestRunBadDevice(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, 1, run("rc_pingpong", []string{"-d", "rxe0"}, &stdout, &stderr))
+	assert.Equal(t, 1, Main(RC, "rc_pingpong", []string{"-d", "rxe0"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "IB device rxe0 not found")
 	assert.Contains(t, stderr.String(), "-d takes the IP address")
 }
@@ -113,7 +113,7 @@ func TestRunUnsupported(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		args := []string{tc.flag, "-d", "127.0.0.1", "-udp-port", strconv.Itoa(freeUDPPort(t))}
-		assert.Equal(t, 1, run("rc_pingpong", args, &stdout, &stderr), tc.flag)
+		assert.Equal(t, 1, Main(RC, "rc_pingpong", args, &stdout, &stderr), tc.flag)
 		assert.Contains(t, stderr.String(), tc.want, tc.flag)
 	}
 }

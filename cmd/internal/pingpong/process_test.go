@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bufio"
@@ -32,20 +32,21 @@ const (
 	procWait = 60 * time.Second
 )
 
-// buildBinary builds rc_pingpong into dir, with the race detector when the
-// test runs with it, so that the two-process runs check the device too.
-func buildBinary(t *testing.T, dir string) string {
+// buildBinary builds the program of kind k into dir, with the race
+// detector when the test runs with it, so that the two-process runs check
+// the device too.
+func buildBinary(t *testing.T, k *Kind, dir string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build rc_pingpong with:", err)
+		t.Skip("no go command to build "+k.name+" with:", err)
 	}
-	bin := filepath.Join(dir, "rc_pingpong")
+	bin := filepath.Join(dir, k.name)
 	args := []string{"build", "-o", bin}
 	if race.Enabled {
 		args = append(args, "-race")
 	}
-	out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput()
+	out, err := exec.Command(goTool, append(args, "github.com/goroce/goroce/cmd/"+k.name)...).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }
@@ -169,53 +170,68 @@ func freeUDPPort(t *testing.T) int {
 }
 
 var (
-	addrLine    = regexp.MustCompile(`^  (local|remote) address: {1,2}LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$`)
+	addrLine    = regexp.MustCompile(`^  (local|remote) address: {1,2}LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$`)
 	bytesLine   = regexp.MustCompile(`^(\d+) bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec$`)
 	itersLine   = regexp.MustCompile(`^(\d+) iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter$`)
 	counterLine = regexp.MustCompile(`(?m)^    sent_pkts (\d+)$`)
 )
 
-// checkRun checks one side's output: its address lines, and the summary
-// lines with the byte and iteration counts of the run.
-func checkRun(t *testing.T, out string, size, iters int, localGID, remoteGID string) (local, remote []string) {
+// checkRun checks one side's output: its nqp local and remote address
+// lines, and the summary lines with the byte and iteration counts of the
+// run. It returns the address lines' fields.
+func checkRun(t *testing.T, k *Kind, out string, size, iters, nqp int, localGID, remoteGID string) (local, remote [][]string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.GreaterOrEqual(t, len(lines), 4, out)
-	local = addrLine.FindStringSubmatch(lines[0])
-	remote = addrLine.FindStringSubmatch(lines[1])
-	require.NotNil(t, local, "local address line: %q", lines[0])
-	require.NotNil(t, remote, "remote address line: %q", lines[1])
-	assert.Equal(t, "local", local[1])
-	assert.Equal(t, localGID, local[4])
-	assert.Equal(t, remoteGID, remote[4])
-	b := bytesLine.FindStringSubmatch(lines[2])
-	require.NotNil(t, b, "bytes line: %q", lines[2])
+	require.GreaterOrEqual(t, len(lines), 2*nqp+2, out)
+	for i := range nqp {
+		l := addrLine.FindStringSubmatch(lines[i])
+		r := addrLine.FindStringSubmatch(lines[nqp+i])
+		require.NotNil(t, l, "local address line: %q", lines[i])
+		require.NotNil(t, r, "remote address line: %q", lines[nqp+i])
+		assert.Equal(t, "local", l[1])
+		assert.Equal(t, "remote", r[1])
+		assert.Equal(t, localGID, l[4])
+		assert.Equal(t, remoteGID, r[4])
+		if k == UD {
+			assert.Contains(t, lines[i], ": GID", "ud_pingpong's local line has a colon")
+		}
+		local, remote = append(local, l), append(remote, r)
+	}
+	b := bytesLine.FindStringSubmatch(lines[2*nqp])
+	require.NotNil(t, b, "bytes line: %q", lines[2*nqp])
 	assert.Equal(t, strconv.Itoa(size*iters*2), b[1])
-	n := itersLine.FindStringSubmatch(lines[3])
-	require.NotNil(t, n, "iters line: %q", lines[3])
+	n := itersLine.FindStringSubmatch(lines[2*nqp+1])
+	require.NotNil(t, n, "iters line: %q", lines[2*nqp+1])
 	assert.Equal(t, strconv.Itoa(iters), n[1])
 	return local, remote
 }
 
-// TestPingPongProcesses runs a server and a client as two processes over
-// the UDP backend, as one would run ibv_rc_pingpong on two hosts.
+// TestPingPongProcesses runs a server and a client of each program as two
+// processes over the UDP backend, as one would run the originals on two
+// hosts, with -c checking every byte (and for UD the GRH area).
 func TestPingPongProcesses(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs rc_pingpong processes")
+		t.Skip("builds and runs the pingpong processes")
 	}
-	bin := buildBinary(t, t.TempDir())
+	dir := t.TempDir()
 	const iters = 200
 	for _, tc := range []struct {
+		k      *Kind
 		size   int
 		events bool
+		extra  []string
 	}{
-		{1, false}, {1, true}, {1024, false}, {1024, true},
-		{4096, false}, {4096, true}, {65536, false}, {65536, true},
+		{k: RC, size: 1}, {k: RC, size: 1, events: true}, {k: RC, size: 1024}, {k: RC, size: 1024, events: true},
+		{k: RC, size: 4096}, {k: RC, size: 4096, events: true}, {k: RC, size: 65536}, {k: RC, size: 65536, events: true},
+		{k: UC, size: 1}, {k: UC, size: 4096, events: true}, {k: UC, size: 65536},
+		{k: UD, size: 1}, {k: UD, size: 2048, events: true}, {k: UD, size: 4096},
+		{k: SRQ, size: 1, extra: []string{"-q", "4"}}, {k: SRQ, size: 4096, events: true, extra: []string{"-q", "16"}},
 	} {
-		t.Run(fmt.Sprintf("size=%d/events=%v", tc.size, tc.events), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/size=%d/events=%v", tc.k.name, tc.size, tc.events), func(t *testing.T) {
+			bin := buildOnce(t, tc.k, dir)
 			tcpPort, udpPort := strconv.Itoa(freeTCPPort(t)), strconv.Itoa(freeUDPPort(t))
-			common := []string{"-g", "1", "-c", "-p", tcpPort, "-udp-port", udpPort,
-				"-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(iters), "-timeout", "30s"}
+			common := append([]string{"-g", "1", "-c", "-p", tcpPort, "-udp-port", udpPort,
+				"-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(iters), "-timeout", "30s"}, tc.extra...)
 			if tc.events {
 				common = append(common, "-e")
 			}
@@ -225,11 +241,17 @@ func TestPingPongProcesses(t *testing.T) {
 
 			require.Equal(t, 0, cli.exit(t), cli.output())
 			require.Equal(t, 0, srv.exit(t), srv.output())
-			cl, cr := checkRun(t, cli.out(), tc.size, iters, "::ffff:"+clientAddr, "::ffff:"+serverAddr)
-			sl, sr := checkRun(t, srv.out(), tc.size, iters, "::ffff:"+serverAddr, "::ffff:"+clientAddr)
-			assert.Equal(t, sl[2:4], cr[2:4], "the client's remote QPN and PSN are the server's")
-			assert.Equal(t, cl[2:4], sr[2:4], "the server's remote QPN and PSN are the client's")
-			assert.NotContains(t, cli.out()+srv.out(), "invalid data")
+			nqp := 1
+			if tc.k.srq {
+				nqp, _ = strconv.Atoi(tc.extra[1])
+			}
+			cl, cr := checkRun(t, tc.k, cli.out(), tc.size, iters, nqp, "::ffff:"+clientAddr, "::ffff:"+serverAddr)
+			sl, sr := checkRun(t, tc.k, srv.out(), tc.size, iters, nqp, "::ffff:"+serverAddr, "::ffff:"+clientAddr)
+			for i := range nqp {
+				assert.Equal(t, sl[i][2:4], cr[i][2:4], "the client's remote QPN and PSN are the server's")
+				assert.Equal(t, cl[i][2:4], sr[i][2:4], "the server's remote QPN and PSN are the client's")
+			}
+			assert.NotContains(t, cli.out()+srv.out(), "invalid")
 
 			// -stats: the counters in rdma statistic's layout, after the summary.
 			assert.Contains(t, srv.out(), "\nlink goroce0/1\n")
@@ -241,13 +263,31 @@ func TestPingPongProcesses(t *testing.T) {
 	}
 }
 
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// buildOnce builds the program of kind k into dir once.
+func buildOnce(t *testing.T, k *Kind, dir string) string {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	key := dir + "/" + k.name
+	if bin, ok := built[key]; ok {
+		return bin
+	}
+	bin := buildBinary(t, k, dir)
+	built[key] = bin
+	return bin
+}
+
 // TestPingPongFailures checks that failures end the process with status 1
 // and a message that says what went wrong, within a bounded time.
 func TestPingPongFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs rc_pingpong processes")
 	}
-	bin := buildBinary(t, t.TempDir())
+	bin := buildOnce(t, RC, t.TempDir())
 
 	t.Run("server unreachable", func(t *testing.T) {
 		port := strconv.Itoa(freeTCPPort(t))
@@ -280,12 +320,36 @@ func TestPingPongFailures(t *testing.T) {
 		require.NoError(t, err)
 		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 		fake := dest{qpn: 0x99, psn: 1, gid: device.GIDFromAddr(netip.MustParseAddr(serverAddr))}
-		go serverExchange(ln, fake, procWait, func(dest) error { return nil })
+		go serverExchange(ln, []dest{fake}, procWait, func([]dest) error { return nil })
 		cli := start(t, bin, "-g", "1", "-d", clientAddr, "-udp-port", strconv.Itoa(freeUDPPort(t)), "-p", port, serverAddr)
 		require.Equal(t, 1, cli.exit(t), cli.output())
 		assert.Contains(t, cli.output(), "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2")
 		assert.Contains(t, cli.output(), "parse WC failed")
 	})
+}
+
+// ud_pingpong refuses a size above the port's MTU, as the original does.
+func TestUDSizeAboveMTU(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"-g", "1", "-d", "127.0.0.1", "-udp-port", strconv.Itoa(freeUDPPort(t)), "-s", "4097"}
+	assert.Equal(t, 1, Main(UD, "ud_pingpong", args, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "Requested size larger than port MTU (4096)")
+}
+
+// srq_pingpong refuses fewer receives than QPs, and 256 QPs or more.
+func TestSRQCounts(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-q", "8", "-r", "4"}, "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP."},
+		{[]string{"-q", "256", "-r", "500"}, "num_qp 256 must be less than 256"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"-g", "1", "-d", "127.0.0.1", "-udp-port", strconv.Itoa(freeUDPPort(t))}, tc.args...)
+		assert.Equal(t, 1, Main(SRQ, "srq_pingpong", args, &stdout, &stderr))
+		assert.Contains(t, stderr.String(), tc.want)
+	}
 }
 
 func TestRouteSource(t *testing.T) {

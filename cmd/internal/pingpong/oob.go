@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"encoding/hex"
@@ -104,65 +104,74 @@ func deadline(timeout time.Duration) time.Time {
 	return time.Now().Add(timeout)
 }
 
-// clientExchange is pp_client_exch_dest: connect, send our address, read
-// the server's (the server has connected its QP before it answers), send
+// clientExchange is pp_client_exch_dest: connect, send our addresses (one,
+// or srq_pingpong's 256, each its own message), read as many of the
+// server's (the server has connected its QPs before it answers), send
 // "done", close.
-func clientExchange(server string, port int, my dest, timeout time.Duration) (dest, error) {
+func clientExchange(server string, port int, my []dest, timeout time.Duration) ([]dest, error) {
 	addr := net.JoinHostPort(server, strconv.Itoa(port))
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
-		return dest{}, fail(fmt.Sprintf("Couldn't connect to %s:%d", server, port), err)
+		return nil, fail(fmt.Sprintf("Couldn't connect to %s:%d", server, port), err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline(timeout))
-	if _, err := conn.Write(my.marshal()); err != nil {
-		return dest{}, fail("Couldn't send local address", err)
+	for _, d := range my {
+		if _, err := conn.Write(d.marshal()); err != nil {
+			return nil, fail("Couldn't send local address", err)
+		}
 	}
+	rem := make([]dest, len(my))
 	msg := make([]byte, msgSize)
-	if _, err := io.ReadFull(conn, msg); err != nil {
-		return dest{}, fail("client read/write: "+readErr(err)+"\nCouldn't read/write remote address", nil)
+	for i := range rem {
+		if _, err := io.ReadFull(conn, msg); err != nil {
+			return nil, fail("client read/write: "+readErr(err)+"\nCouldn't read/write remote address", nil)
+		}
+		if rem[i], err = parseDest(msg); err != nil {
+			return nil, fail("Couldn't read/write remote address", err)
+		}
 	}
 	if _, err := io.WriteString(conn, doneMsg); err != nil {
-		return dest{}, fail("client read/write: "+err.Error()+"\nCouldn't read/write remote address", nil)
-	}
-	rem, err := parseDest(msg)
-	if err != nil {
-		return dest{}, fail("Couldn't read/write remote address", err)
+		return nil, fail("client read/write: "+err.Error()+"\nCouldn't read/write remote address", nil)
 	}
 	return rem, nil
 }
 
 // serverExchange is pp_server_exch_dest on an already bound listener:
-// accept one client, read its address, connect our QP to it (before
-// answering, so that the client's first message finds us in RTR), send our
-// address, wait for "done", close.
-func serverExchange(ln net.Listener, my dest, timeout time.Duration, connect func(dest) error) (dest, error) {
+// accept one client, read its addresses (as many as we send), connect our
+// QPs to them (before answering, so that the client's first message finds
+// us in RTR), send ours, wait for "done", close.
+func serverExchange(ln net.Listener, my []dest, timeout time.Duration, connect func([]dest) error) ([]dest, error) {
 	if tl, ok := ln.(*net.TCPListener); ok {
 		tl.SetDeadline(deadline(timeout))
 	}
 	conn, err := ln.Accept()
 	ln.Close() // one client, as the original
 	if err != nil {
-		return dest{}, fail("accept() failed", err)
+		return nil, fail("accept() failed", err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline(timeout))
+	rem := make([]dest, len(my))
 	msg := make([]byte, msgSize)
-	if n, err := io.ReadFull(conn, msg); err != nil {
-		return dest{}, fail(fmt.Sprintf("server read: %s\n%d/%d: Couldn't read remote address", readErr(err), n, msgSize), nil)
-	}
-	rem, err := parseDest(msg)
-	if err != nil {
-		return dest{}, fail("Couldn't read remote address", err)
+	for i := range rem {
+		if n, err := io.ReadFull(conn, msg); err != nil {
+			return nil, fail(fmt.Sprintf("server read: %s\n%d/%d: Couldn't read remote address", readErr(err), n, msgSize), nil)
+		}
+		if rem[i], err = parseDest(msg); err != nil {
+			return nil, fail("Couldn't read remote address", err)
+		}
 	}
 	if err := connect(rem); err != nil {
-		return dest{}, fail("Couldn't connect to remote QP", err)
+		return nil, fail("Couldn't connect to remote QP", err)
 	}
-	if _, err := conn.Write(my.marshal()); err != nil {
-		return dest{}, fail("Couldn't send/recv local address", err)
+	for _, d := range my {
+		if _, err := conn.Write(d.marshal()); err != nil {
+			return nil, fail("Couldn't send/recv local address", err)
+		}
 	}
 	if _, err := io.ReadFull(conn, msg[:len(doneMsg)]); err != nil {
-		return dest{}, fail("Couldn't send/recv local address", fmt.Errorf("waiting for the client's \"done\": %s", readErr(err)))
+		return nil, fail("Couldn't send/recv local address", fmt.Errorf("waiting for the client's \"done\": %s", readErr(err)))
 	}
 	return rem, nil
 }

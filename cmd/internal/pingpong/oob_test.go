@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"errors"
@@ -86,12 +86,20 @@ func TestExchange(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		srvGot, srvErr = serverExchange(ln, server, 10*time.Second, func(d dest) error {
-			connected = d // runs before the server's reply is written
+		var got []dest
+		got, srvErr = serverExchange(ln, []dest{server}, 10*time.Second, func(d []dest) error {
+			connected = d[0] // runs before the server's reply is written
 			return nil
 		})
+		if srvErr == nil {
+			srvGot = got[0]
+		}
 	}()
-	cliGot, err := clientExchange("127.0.0.1", port, client, 10*time.Second)
+	got, err := clientExchange("127.0.0.1", port, []dest{client}, 10*time.Second)
+	var cliGot dest
+	if err == nil {
+		cliGot = got[0]
+	}
 	wg.Wait()
 	require.NoError(t, err)
 	require.NoError(t, srvErr)
@@ -116,7 +124,7 @@ func TestExchangeWire(t *testing.T) {
 			require.NoError(t, err)
 			errc := make(chan error, 1)
 			go func() {
-				_, err := serverExchange(ln, server, 10*time.Second, func(dest) error { return tc.connectErr })
+				_, err := serverExchange(ln, []dest{server}, 10*time.Second, func([]dest) error { return tc.connectErr })
 				errc <- err
 			}()
 			conn, err := net.Dial("tcp", ln.Addr().String())
@@ -147,7 +155,39 @@ func TestClientExchangeRefused(t *testing.T) {
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close()) // nobody listens there now
-	_, err = clientExchange("127.0.0.1", port, dest{}, 5*time.Second)
+	_, err = clientExchange("127.0.0.1", port, []dest{{}}, 5*time.Second)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Couldn't connect to 127.0.0.1:")
+}
+
+// srq_pingpong exchanges 256 addresses each way, the ones past its QPs
+// zero, each its own 52-byte message, and then "done".
+func TestExchangeSRQ(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mk := func(base uint32, n int) []dest {
+		d := make([]dest, maxQP)
+		for i := range n {
+			d[i] = dest{qpn: base + uint32(i), psn: uint32(i), gid: device.GIDFromAddr(netip.MustParseAddr("127.0.0.1"))}
+		}
+		return d
+	}
+	server, client := mk(0x100, 3), mk(0x200, 3)
+	var (
+		wg     sync.WaitGroup
+		srvGot []dest
+		srvErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		srvGot, srvErr = serverExchange(ln, server, 10*time.Second, func(d []dest) error { return nil })
+	}()
+	got, err := clientExchange("127.0.0.1", ln.Addr().(*net.TCPAddr).Port, client, 10*time.Second)
+	wg.Wait()
+	require.NoError(t, err)
+	require.NoError(t, srvErr)
+	assert.Equal(t, server, got)
+	assert.Equal(t, client, srvGot)
+	assert.Equal(t, "0000:000000:000000:00000000000000000000000000000000\x00", string(server[3].marshal()))
 }
