@@ -199,6 +199,44 @@ func (mr *MR) CopyFrom(pd *PD, va uint64, dst []byte, need Access) error {
 	return nil
 }
 
+// ReadSync copies len(dst) bytes at va out of the region for its owner,
+// ordered after every access the device completed before: it takes the
+// region's lock exclusively, where the device's own accesses share it. It
+// is for an application that polls memory a peer writes with RDMA WRITE
+// (perftest's write_lat waits for the last byte of a message so): a plain
+// read of the buffer would race with the receive path.
+func (mr *MR) ReadSync(va uint64, dst []byte) error {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if !mr.valid {
+		return ErrMRInvalid
+	}
+	off, err := mr.check(nil, va, len(dst), 0)
+	if err != nil {
+		return err
+	}
+	copy(dst, mr.buf[off:])
+	return nil
+}
+
+// WriteSync copies src into the region at va for its owner, under the
+// region's lock taken exclusively: ordered with every access of the device
+// (a retransmission gathering a message from it, say), which a plain write
+// of the buffer would race with.
+func (mr *MR) WriteSync(va uint64, src []byte) error {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if !mr.valid {
+		return ErrMRInvalid
+	}
+	off, err := mr.check(nil, va, len(src), 0)
+	if err != nil {
+		return err
+	}
+	copy(mr.buf[off:], src)
+	return nil
+}
+
 // Atomic runs op on the 64-bit word at va, read and written in host byte
 // order as verbs atomics are, and returns the word's original value. All atomics of a device are serialized (as rxe does)
 // so that a CmpSwap and a FetchAdd on the same word never interleave.

@@ -109,3 +109,42 @@ func TestMRDeregisterAndInvalidate(t *testing.T) {
 	require.False(t, mr2.Valid())
 	require.ErrorIs(t, mr2.CopyFrom(pd, mr2.VA(), make([]byte, 1), 0), ErrMRInvalid)
 }
+
+// ReadSync reads what a concurrent CopyTo (the receive path's write) left,
+// ordered after it, and WriteSync writes what a concurrent CopyFrom (a
+// retransmission's gather) reads: the loops see each other's writes, and
+// the race detector sees no race.
+func TestMRReadSync(t *testing.T) {
+	d := newTestDevice(t)
+	pd := d.AllocPD()
+	mr, err := pd.RegisterMRAt(make([]byte, 64), 0x1000, AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := 1; i <= 100; i++ {
+			_ = mr.CopyTo(pd, 0x1000+63, []byte{byte(i)}, AccessRemoteWrite)
+		}
+	}()
+	var b [1]byte
+	for b[0] != 100 {
+		require.NoError(t, mr.ReadSync(0x1000+63, b[:]))
+	}
+	<-wrote
+	// And the other way: the owner writes while the device reads.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var c [1]byte
+		for c[0] != 50 {
+			_ = mr.CopyFrom(pd, 0x1000, c[:], 0)
+		}
+	}()
+	for i := 1; i <= 50; i++ {
+		require.NoError(t, mr.WriteSync(0x1000, []byte{byte(i)}))
+	}
+	<-done
+	assert.ErrorIs(t, mr.ReadSync(0x1000+64, b[:]), ErrOutOfMR)
+	require.NoError(t, mr.Deregister())
+	assert.ErrorIs(t, mr.ReadSync(0x1000, b[:]), ErrMRInvalid)
+}
