@@ -1,0 +1,19 @@
+// Command ib_send_lat is perftest's ib_send_lat on a goroce device: SEND latency: a ping-pong of SENDs; both sides report.
+// It takes perftest's options, speaks its TCP exchange byte for byte and
+// prints its tables, so that it runs against the original (perftest 6.06's
+// protocol, on a kernel rxe or an RNIC) as well as against itself. See
+// package cmd/internal/perftest for what differs from the original.
+//
+//	ib_send_lat [options]            start a server and wait for a client
+//	ib_send_lat [options] SERVER     connect to the server at SERVER
+package main
+
+import (
+	"os"
+
+	"github.com/goroce/goroce/cmd/internal/perftest"
+)
+
+func main() {
+	os.Exit(perftest.Main(perftest.SendLat, os.Args[1:], os.Stdout, os.Stderr))
+}
