@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -79,6 +80,10 @@ func specFor(cfg *config, kind string, mtu int) *testSpec {
 		sp.TxDepth = min(sp.TxDepth, 16)
 	case kindDemo:
 		sp.Size, sp.Iters, sp.Duration, sp.TxDepth = demoBufLen, 0, 0, 16
+	case kindUD:
+		if sp.Size == 0 {
+			sp.Size = mtu
+		}
 	default:
 		if sp.Size == 0 {
 			sp.Size = defaultBWSize
@@ -92,6 +97,10 @@ func queueDepths(sp *testSpec, server bool) (send, recv int) {
 	switch {
 	case sp.Kind == kindLat || sp.Kind == kindDemo:
 		return sp.TxDepth, latRecvs + 1
+	case sp.Kind == kindUD && server:
+		return udCtlRecvs + 1, udRecvDepth(sp)
+	case sp.Kind == kindUD:
+		return sp.TxDepth + 1, udCtlRecvs
 	case server && sp.Kind == kindSend:
 		return 1, sp.RxDepth
 	case server:
@@ -115,8 +124,11 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 		return nil, err
 	}
 	peer := m.Endpoint
+	if kind == kindUD && sp.Size > sp.MTU {
+		return nil, fmt.Errorf("-s %d: a UD message is one packet, at most the path MTU (%d)", sp.Size, sp.MTU)
+	}
 	sendDepth, recvDepth := queueDepths(sp, false)
-	c, err := newQPConn(n.dev, sp.Size, sendDepth, recvDepth)
+	c, err := newQPConn(n.dev, qpType(kind), bufLen(sp, false), sendDepth, recvDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +181,17 @@ func clientTest(ctx context.Context, cfg *config, n *node, o *oob, kind string, 
 		}
 		if kind == kindSend && m.Count != r.GoRoCE.Msgs {
 			return nil, fmt.Errorf("the server received %d SENDs, %d completed here", m.Count, r.GoRoCE.Msgs)
+		}
+	case kindUD:
+		r.TxDepth, r.CQMod = sp.TxDepth, sp.CQMod
+		if r.GoRoCE, err = runUD(ctx, c, sp, peer, cfg.spinFor(sp.Kind)); err != nil {
+			return nil, err
+		}
+		if err := o.send(&message{Kind: msgDone, Count: r.GoRoCE.Msgs}); err != nil {
+			return nil, err
+		}
+		if _, err := o.recv(msgDone, limit); err != nil {
+			return nil, err
 		}
 	case kindLat:
 		if r.GoRoCELat, err = runLat(ctx, c, sp, cfg.spinFor(sp.Kind)); err != nil {
@@ -228,7 +251,7 @@ func clientRaw(ctx context.Context, o *oob, raw *rawSocket, sp *testSpec, peer *
 		return err
 	}
 	switch sp.Kind {
-	case kindWrite, kindSend:
+	case kindWrite, kindSend, kindUD:
 		if r.Raw, err = rawSendBW(ctx, raw, dst, seg, perMsg, rawPackets(sp.Iters, perMsg), sp.Duration); err != nil {
 			return err
 		}
@@ -283,4 +306,24 @@ func parseGID(s string) (device.GID, error) {
 		g[i] = byte(v)
 	}
 	return g, nil
+}
+
+// qpType is the transport of a test's QPs.
+func qpType(kind string) qp.Type {
+	if kind == kindUD {
+		return qp.UD
+	}
+	return qp.RC
+}
+
+// bufLen is a test's buffer on one side: the message, and for UD the GRH
+// area of the receives and the client's acknowledgement slots.
+func bufLen(sp *testSpec, server bool) int {
+	switch {
+	case sp.Kind != kindUD:
+		return sp.Size
+	case server:
+		return udRecvLen(max(sp.Size, ctlLen))
+	}
+	return sp.Size + udCtlRecvs*udRecvLen(ctlLen)
 }

@@ -31,10 +31,12 @@ type qpConn struct {
 	buf []byte
 	mr  *device.MR
 	psn rocev2.PSN
+	ah  *qp.AddressHandle // UD: to the peer
 }
 
-// newQPConn creates the QP in RESET with a buffer of bufLen bytes.
-func newQPConn(dev *device.Device, bufLen, sendDepth, recvDepth int) (*qpConn, error) {
+// newQPConn creates the QP (RC, or UD for the UD test) in RESET with a
+// buffer of bufLen bytes.
+func newQPConn(dev *device.Device, typ qp.Type, bufLen, sendDepth, recvDepth int) (*qpConn, error) {
 	c := &qpConn{dev: dev, pd: dev.AllocPD(), buf: make([]byte, max(bufLen, 64)), psn: qp.RandomPSN()}
 	var err error
 	if c.mr, err = c.pd.RegisterMR(c.buf, allAccess); err != nil {
@@ -46,7 +48,7 @@ func newQPConn(dev *device.Device, bufLen, sendDepth, recvDepth int) (*qpConn, e
 		return nil, err
 	}
 	c.qp, err = qp.Create(c.pd, qp.InitAttr{
-		Type: qp.RC, SendCQ: c.cq, RecvCQ: c.cq,
+		Type: typ, SendCQ: c.cq, RecvCQ: c.cq,
 		Cap: qp.Cap{MaxSendWR: sendDepth, MaxRecvWR: recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: maxInline},
 	})
 	if err != nil {
@@ -94,6 +96,9 @@ func (c *qpConn) connect(peer *endpoint, mtu rocev2.MTU) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
+	if c.qp.Type() == qp.UD {
+		return c.connectUD(peer, gid)
+	}
 	if err := c.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, AccessFlags: allAccess},
 		qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskAccessFlags); err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -110,6 +115,27 @@ func (c *qpConn) connect(peer *endpoint, mtu rocev2.MTU) error {
 	}, qp.MaskState|qp.MaskSQPSN|qp.MaskTimeout|qp.MaskRetryCnt|qp.MaskRNRRetry|qp.MaskMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
+	return nil
+}
+
+// connectUD moves a UD QP to RTS with the Q_Key, and makes the address
+// handle to the peer.
+func (c *qpConn) connectUD(peer *endpoint, gid device.GID) error {
+	if err := c.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, QKey: udQKey},
+		qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskQKey); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if err := c.qp.Modify(&qp.Attr{State: qp.RTR}, qp.MaskState); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if err := c.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: c.psn}, qp.MaskState|qp.MaskSQPSN); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	ah, err := qp.CreateAH(c.pd, qp.AH{DGID: gid, SGIDIndex: 1, HopLimit: 64, DestPort: peer.Port})
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	c.ah = ah
 	return nil
 }
 

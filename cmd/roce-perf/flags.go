@@ -36,6 +36,7 @@ const (
 	kindSend  = "send"
 	kindRead  = "read"
 	kindLat   = "send_lat"
+	kindUD    = "ud"
 	kindDemo  = "demo"
 )
 
@@ -79,10 +80,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage:
   server: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-p PORT] [-capture FILE] [-json]
-  client: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-t write|send|read | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
+  client: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-t write|send|read|ud | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
 
 Measures goroce RC between two processes like perftest (ib_write_bw, ib_send_bw,
-ib_read_bw, ib_send_lat), and a raw-UDP baseline between the same addresses.
+ib_read_bw, ib_send_lat), UD SENDs of one packet each, and a raw-UDP baseline
+between the same addresses.
 The client chooses the tests; the server follows and exits when the client is done.
 
 `)
@@ -93,11 +95,11 @@ The client chooses the tests; the server follows and exits when the client is do
 	fs.StringVar(&c.backend.Iface, "i", "", "network `interface` of the device (-backend afpacket); the address defaults to its first one")
 	fs.IntVar(&c.oobPort, "p", defaultOOBPort, "TCP `port` of the control connection (server: 0 picks a free one, see -ready)")
 	fs.IntVar(&c.rocePort, "port", 4791, "UDP `port` of the RoCE device (0: any free port; captures decode as RoCE only on 4791)")
-	test := fs.String("t", kindWrite, "bandwidth `test`: write, send or read")
+	test := fs.String("t", kindWrite, "bandwidth `test`: write, send or read (RC), or ud (UD SENDs of one packet, flow-controlled like the raw baseline)")
 	lat := fs.Bool("lat", false, "run the SEND latency ping-pong instead of a bandwidth test")
-	all := fs.Bool("all", false, "run write, send and read bandwidth, then SEND latency")
+	all := fs.Bool("all", false, "run write, send and read bandwidth, SEND latency, then UD")
 	demo := fs.Bool("demo", false, "run every RC operation a few times with data verification")
-	fs.IntVar(&c.size, "s", 0, "message `size` in bytes (default 65536 for bandwidth, 64 for latency)")
+	fs.IntVar(&c.size, "s", 0, "message `size` in bytes (default 65536 for bandwidth, 64 for latency, the path MTU for ud)")
 	fs.IntVar(&c.iters, "n", 0, "`iterations` per test (default: run for -D seconds)")
 	dur := fs.Float64("D", 0, "`seconds` per test (default 3 unless -n is given)")
 	fs.IntVar(&c.mtu, "m", 0, "path `MTU` in bytes: 256, 512, 1024, 2048 or 4096 (default: the largest active on both ports)")
@@ -158,17 +160,17 @@ The client chooses the tests; the server follows and exits when the client is do
 	}
 	switch {
 	case *all:
-		c.tests = []string{kindWrite, kindSend, kindRead, kindLat}
+		c.tests = []string{kindWrite, kindSend, kindRead, kindLat, kindUD}
 	case *lat:
 		c.tests = []string{kindLat}
 	case *demo:
 		c.tests = []string{kindDemo}
 	default:
 		switch *test {
-		case kindWrite, kindSend, kindRead:
+		case kindWrite, kindSend, kindRead, kindUD:
 			c.tests = []string{*test}
 		default:
-			return nil, fmt.Errorf("-t %q: the bandwidth tests are write, send and read (use -lat for latency)", *test)
+			return nil, fmt.Errorf("-t %q: the bandwidth tests are write, send, read and ud (use -lat for latency)", *test)
 		}
 	}
 

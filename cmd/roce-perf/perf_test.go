@@ -65,7 +65,7 @@ func TestAllJSON(t *testing.T) {
 	var rep report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.Equal(t, "client", rep.Role)
-	require.Len(t, rep.Results, 4)
+	require.Len(t, rep.Results, 5)
 	for i, test := range []string{kindWrite, kindSend, kindRead} {
 		r := rep.Results[i]
 		assert.Equal(t, test, r.Test)
@@ -91,10 +91,32 @@ func TestAllJSON(t *testing.T) {
 	assert.True(t, g.TMin <= g.TTypical && g.TTypical <= g.P99 && g.P99 <= g.P999 && g.P999 <= g.TMax, "%+v", g)
 	assert.Positive(t, lat.Ratio)
 
+	ud := rep.Results[4]
+	assert.Equal(t, kindUD, ud.Test)
+	assert.Equal(t, 4096, ud.Size, "UD: one packet of the path MTU")
+	require.NotNil(t, ud.GoRoCE)
+	require.NotNil(t, ud.Raw)
+	assert.Equal(t, int64(100), ud.GoRoCE.Packets)
+	assert.Equal(t, int64(100), ud.GoRoCE.Msgs+ud.GoRoCE.Lost)
+	assert.Equal(t, int64(100), ud.Raw.Packets, "one datagram per UD SEND")
+	assert.InDelta(t, ud.GoRoCE.Gbits/ud.Raw.Gbits, ud.Ratio, 1e-9)
+
 	var srep report
 	require.NoError(t, json.Unmarshal([]byte(srv), &srep), srv)
 	assert.Equal(t, "server", srep.Role)
-	assert.Len(t, srep.Results, 4, "the server reports what the client measured")
+	assert.Len(t, srep.Results, 5, "the server reports what the client measured")
+}
+
+// The UD test: MTU-sized SENDs under the raw baseline's window, none lost
+// on loopback, and the table says UD.
+func TestUDTable(t *testing.T) {
+	out, _ := pair(t, nil, []string{"-t", "ud", "-m", "1024", "-n", "5000"})
+	assert.Contains(t, out, " Connection type : UD\t\t")
+	assert.Contains(t, out, resultFmt+"\n 1024       5000    ")
+	assert.Contains(t, out, " UD SENDs of 1024 B, window 512, ack every 64: 5000 sent, 0 lost\n")
+	assert.Contains(t, out, "1 x 1024 B datagrams per message")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Regexp(t, `^ud 1024B: goroce [0-9.]+ Gbit/s, raw UDP [0-9.]+ Gbit/s, ratio [0-9.]+$`, lines[len(lines)-1])
 }
 
 // The text output has perftest's table and ends with the summary line.
@@ -185,7 +207,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{nil, "-d LOCAL_ADDR is required"},
 		{[]string{"-d", "nope"}, "give an IP address"},
-		{[]string{"-d", "127.0.0.1", "-t", "atomic"}, "write, send and read"},
+		{[]string{"-d", "127.0.0.1", "-t", "atomic"}, "write, send, read and ud"},
 		{[]string{"-d", "127.0.0.1", "-lat", "-all"}, "give one of them"},
 		{[]string{"-d", "127.0.0.1", "-n", "5", "-D", "1"}, "give one of them"},
 		{[]string{"-d", "127.0.0.1", "-m", "1500"}, "256, 512, 1024, 2048 or 4096"},

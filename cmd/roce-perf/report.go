@@ -66,6 +66,8 @@ func testTitle(kind string) string {
 		return "RDMA_Read BW Test"
 	case kindLat:
 		return "Send Latency Test"
+	case kindUD:
+		return "Send BW Test"
 	}
 	return "RC operations demo"
 }
@@ -76,7 +78,11 @@ func printBanner(w io.Writer, dev string, sp *testSpec, local, remote *endpoint)
 	fmt.Fprintf(w, "                    %s\n", testTitle(sp.Kind))
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", dev)
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
-	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	conn := "RC"
+	if sp.Kind == kindUD {
+		conn = "UD"
+	}
+	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", conn)
 	fmt.Fprintf(w, " TX depth        : %d\n", sp.TxDepth)
 	if sp.Kind != kindLat && sp.Kind != kindDemo {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", sp.CQMod)
@@ -150,6 +156,9 @@ func printResult(w io.Writer, r *result) {
 		printBW(w, r.Size, r.GoRoCE)
 		fmt.Fprintln(w, resultLine)
 		fmt.Fprintf(w, " goroce %s: %.2f Gbit/s average, %.2f Gbit/s peak\n", r.Test, r.GoRoCE.Gbits, r.GoRoCE.PeakGbits)
+		if r.Test == kindUD {
+			fmt.Fprintf(w, " UD SENDs of %d B, window %d, ack every %d: %d sent, %d lost\n", r.Size, rawWindow, rawAckEvery, r.GoRoCE.Packets, r.GoRoCE.Lost)
+		}
 		if r.Raw != nil {
 			seg, perMsg := rawShape(r.Size, r.MTU)
 			fmt.Fprintf(w, " raw UDP baseline (%s, %d x %d B datagrams per message, window %d, ack every %d):\n",

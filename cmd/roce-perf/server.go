@@ -119,7 +119,7 @@ const (
 // checkSpec refuses tests this server cannot run as asked.
 func checkSpec(sp *testSpec, activeMTU int) error {
 	switch sp.Kind {
-	case kindWrite, kindSend, kindRead, kindLat, kindDemo:
+	case kindWrite, kindSend, kindRead, kindLat, kindDemo, kindUD:
 	default:
 		return fmt.Errorf("unknown test %q", sp.Kind)
 	}
@@ -134,6 +134,9 @@ func checkSpec(sp *testSpec, activeMTU int) error {
 		return fmt.Errorf("bad test parameters %+v (size 0..%d, depths 1..%d, iterations up to %d, duration up to %v)",
 			*sp, maxTestSize, device.MaxQPWR, maxTestIters, maxTestDuration)
 	}
+	if sp.Kind == kindUD && sp.Size > sp.MTU {
+		return fmt.Errorf("UD message of %d bytes: above the path MTU %d", sp.Size, sp.MTU)
+	}
 	return nil
 }
 
@@ -146,7 +149,7 @@ func serverTest(ctx context.Context, cfg *config, n *node, o *oob, sp *testSpec,
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	sendDepth, recvDepth := queueDepths(sp, true)
-	c, err := newQPConn(n.dev, sp.Size, sendDepth, recvDepth)
+	c, err := newQPConn(n.dev, qpType(sp.Kind), bufLen(sp, true), sendDepth, recvDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +178,8 @@ func serverTest(ctx context.Context, cfg *config, n *node, o *oob, sp *testSpec,
 		err = c.postRecvs(sp.RxDepth, 0, sp.Size, 0)
 	case kindLat:
 		err = c.postRecvs(latRecvs, 0, sp.Size, 0)
+	case kindUD:
+		err = c.postRecvs(udRecvDepth(sp), 0, bufLen(sp, true), 0)
 	}
 	if err != nil {
 		return nil, err
@@ -192,6 +197,8 @@ func serverTest(ctx context.Context, cfg *config, n *node, o *oob, sp *testSpec,
 		count, err = serveSendBW(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spinFor(sp.Kind))
 	case kindLat:
 		count, err = serveLat(ctx, c, sp, newStopper(o.recvAsync(msgDone, limit)), cfg.spinFor(sp.Kind))
+	case kindUD:
+		count, err = serveUD(ctx, c, sp, peer, newStopper(o.recvAsync(msgDone, limit)), cfg.spinFor(sp.Kind))
 	case kindDemo:
 		var checks int
 		checks, err = serveDemo(ctx, c, o, cfg.timeout)

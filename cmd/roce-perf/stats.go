@@ -23,7 +23,8 @@ type bwStats struct {
 	Gbits       float64 `json:"gbit_s"`
 	PeakGbits   float64 `json:"gbit_s_peak"`
 	MsgRateMpps float64 `json:"msg_rate_mpps"`
-	// Raw UDP only: datagrams sent and lost (sent but never acknowledged).
+	// Raw UDP and UD only: datagrams (UD SENDs) sent, and lost (sent but
+	// never received).
 	Packets int64 `json:"packets,omitempty"`
 	Lost    int64 `json:"lost,omitempty"`
 }
