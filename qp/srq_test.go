@@ -87,6 +87,10 @@ func TestSRQLimitEvent(t *testing.T) {
 	var events []SRQEvent
 	var rearm bool
 	var srq *SRQ
+	// The event comes after the completion of the receive that fired it
+	// (both are raised under the QP's lock, the event delivered after it is
+	// released): fired says when the handler is done.
+	fired := make(chan struct{}, 16)
 	onEvent := func(e SRQEvent) {
 		mu.Lock()
 		events = append(events, e)
@@ -94,7 +98,16 @@ func TestSRQLimitEvent(t *testing.T) {
 		mu.Unlock()
 		if again {
 			// From inside the handler: no lock of the SRQ or QP is held.
-			require.NoError(t, e.SRQ.Modify(&SRQAttr{Limit: 2}, MaskSRQLimit))
+			assert.NoError(t, e.SRQ.Modify(&SRQAttr{Limit: 2}, MaskSRQLimit))
+		}
+		fired <- struct{}{}
+	}
+	waitFired := func() {
+		t.Helper()
+		select {
+		case <-fired:
+		case <-time.After(waitLimit):
+			require.FailNow(t, "no SRQ limit event")
 		}
 	}
 	a, b := newDgPair(t, dgConfig{typ: UC, mtu: rocev2.MTU256})
@@ -127,6 +140,7 @@ func TestSRQLimitEvent(t *testing.T) {
 	assert.Zero(t, count())
 	assert.Equal(t, 4, srq.Query().Limit)
 	send(1) // 3 left: fires
+	waitFired()
 	assert.Equal(t, 1, count())
 	assert.Equal(t, EventSRQLimitReached, events[0].Type)
 	assert.Same(t, srq, events[0].SRQ)
@@ -139,7 +153,8 @@ func TestSRQLimitEvent(t *testing.T) {
 	mu.Unlock()
 	require.NoError(t, srq.Modify(&SRQAttr{Limit: 2}, MaskSRQLimit))
 	send(1) // 1 left, below 2: fires, and the handler arms it again
-	assert.Equal(t, 2, count())
+	waitFired()
+	assert.Equal(t, 2, count(), "one event per arming: none for the send in between")
 	assert.Equal(t, 2, srq.Query().Limit)
 
 	// Arming beyond the queue's size, resizing, and other masks fail.
