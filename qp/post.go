@@ -75,6 +75,7 @@ func (q *QP) queueSend(wr *SendWR) error {
 	}
 	if q.typ == UD {
 		w.udAddr, w.udQPN, w.udQKey = wr.AH.addr, wr.RemoteQPN, wr.RemoteQKey
+		w.udHop, w.udTClass = wr.AH.attr.HopLimit, wr.AH.attr.TClass
 		if w.udQKey&0x80000000 != 0 {
 			w.udQKey = q.attr.QKey
 		}

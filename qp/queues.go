@@ -38,6 +38,8 @@ type sendWQE struct {
 	udAddr     netip.AddrPort
 	udQPN      uint32
 	udQKey     uint32
+	udHop      uint8 // the address handle's hop limit and traffic class,
+	udTClass   uint8 // for a backend that builds the IP header (afpacket)
 
 	state    wqeState
 	status   cq.Status

@@ -173,6 +173,9 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	dst := q.raddr
 	if q.typ == UD {
 		f.DestQP, f.QKey, f.SrcQP, dst = w.udQPN, w.udQKey, q.qpn, w.udAddr
+		// The packet's IP header follows the WR's address handle, not
+		// the QP's (a UD QP has none).
+		q.tx().SetSender(rocev2.Sender{QPN: q.qpn, HopLimit: w.udHop, TrafficClass: w.udTClass})
 	}
 	mtu := uint32(q.mtu)
 	var payload uint32

@@ -300,8 +300,12 @@ func (c *rxCheck) packet(m *rxMessage, k int, d *rocev2.Datagram) {
 			binary.BigEndian.PutUint16(ip[4:], uint16(rocev2.UDPHeaderLen+len(pkt)))
 		}
 	}
+	// What a UD receive reports of the IP header (its GRH area).
 	if ip[0]>>4 == 4 {
 		d.IPv4ID = binary.BigEndian.Uint16(ip[4:])
+		d.TOS, d.TTL = ip[1], ip[8]
+	} else {
+		d.TOS, d.TTL = ip[0]<<4|ip[1]>>4, ip[7]
 	}
 	if len(pkt) < rocev2.BTHLen+rocev2.ICRCLen {
 		return // the device's parser counts it as short

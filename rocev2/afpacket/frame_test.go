@@ -85,6 +85,7 @@ func TestHeadersRoundTrip(t *testing.T) {
 			if tc.from.Is4() {
 				assert.Equal(t, uint16(0x1234), d.IPv4ID)
 			}
+			assert.Equal(t, uint8(64), d.TTL, "TTL or hop limit, for a UD receive's GRH area")
 		})
 	}
 }
@@ -110,6 +111,8 @@ func TestCheckRxeFrames(t *testing.T) {
 			}
 			assert.Equal(t, rocev2.ICRCVerified, d.ICRC, "%s frame %d", name, i)
 			assert.Equal(t, binary.BigEndian.Uint16(f.IP[4:]), d.IPv4ID)
+			assert.Equal(t, f.IP[8], d.TTL)
+			assert.Equal(t, f.IP[1], d.TOS)
 			n++
 		}
 	}

@@ -92,6 +92,10 @@ func (d *Device) OutboxFor(s rocev2.Sender) *Outbox {
 	return o
 }
 
+// SetSender changes what the packets committed from now on carry: a UD QP's
+// packets each follow their work request's address handle.
+func (o *Outbox) SetSender(s rocev2.Sender) { o.from = s }
+
 // Buffer returns an empty buffer with room for one packet, sending what
 // waits first when the slots are full. Append the packet to it and Commit
 // it.
