@@ -310,7 +310,7 @@ type ackQP struct {
 	cq  *cq.CQ
 }
 
-func (a *ackQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
+func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	o := a.dev.Outbox()
 	syndrome := uint8(0x1F) // ACK, credits invalid
 	if string(pkt.Payload()) == "nak" {
@@ -318,7 +318,7 @@ func (a *ackQP) HandlePacket(pkt *rocev2.Packet, src netip.AddrPort) {
 	}
 	f := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0x99, Syndrome: rocev2.Syndrome(syndrome)}
 	b, _ := f.Append(o.Buffer(), nil)
-	o.Commit(b, src)
+	o.Commit(b, dg.Addr)
 	o.Done()
 	a.cq.Notify(a.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
 }
