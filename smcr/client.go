@@ -112,7 +112,7 @@ func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 	if !a.FirstContact() {
 		known := false
 		h.g = h.st.findLinkGroup(roleClient, h.v2, a.PeerID(), peerGID, func(g *linkGroup) bool {
-			known = true
+			known = known || g.usable() // one that is ending or never got ready is not the server's
 			return g.lnk.peerQPN == a.QPN()
 		})
 		switch {

@@ -147,6 +147,13 @@ func (s *stack) findLinkGroup(r role, v2 bool, peerID smcwire.PeerID, peerGID sm
 	return nil
 }
 
+// usable reports whether the group is ready and not ending.
+func (g *linkGroup) usable() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ready && !g.ending
+}
+
 // reserve takes a connection slot on a ready group with room.
 func (g *linkGroup) reserve() bool {
 	g.mu.Lock()
