@@ -132,6 +132,9 @@ func (c *testCase) name() string {
 	return s
 }
 
+// direction says who serves and who connects.
+func (c *testCase) direction() string { return c.server.String() }
+
 // slug is the case's name as a file name.
 func (c *testCase) slug() string {
 	s := c.name() + " " + map[side]string{guestServer: "rxesrv", goroceServer: "gorocesrv"}[c.server]

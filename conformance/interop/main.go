@@ -46,7 +46,8 @@ type options struct {
 	out, bin, cache, kernelPkg, accel, run string
 	bootTimeout, budget                    time.Duration
 	noUpdate, guestOnly, list              bool
-	retries                                int
+	retries, repeat                        int
+	guestPrep                              string
 	exec                                   string
 	peer, peerDev, goroceAddr              string
 	peerGID                                int
@@ -67,6 +68,8 @@ func main() {
 	flag.BoolVar(&o.guestOnly, "guest-only", false, "boot the guest and run only its own checks (no goroce program)")
 	flag.BoolVar(&o.list, "list", false, "list the cases and exit")
 	flag.IntVar(&o.retries, "retries", 1, "run a failed case once more (0: never); a case that then passes is FLAKY: it does not fail the run, and the report keeps the first attempt's failure")
+	flag.IntVar(&o.repeat, "repeat", 1, "run each selected case this many times (bounded by -budget), without retries; the report counts the failed runs and keeps their files (a passed run's are deleted)")
+	flag.StringVar(&o.guestPrep, "guest-prep", "", "a shell command line run in the guest after its setup (for debugging, e.g. enabling dynamic debug)")
 	flag.StringVar(&o.exec, "exec", "", "with -guest-only: run this shell command line in the guest after its checks and print its output (for debugging)")
 	flag.StringVar(&o.peer, "peer", "", "with -list: the address of a real rxe or RNIC host to print the commands for")
 	flag.StringVar(&o.peerDev, "peer-dev", "rxe0", "with -list -peer: that host's RDMA device")
@@ -101,7 +104,7 @@ func mainErr(o options) int {
 	}
 	var todo []testCase
 	for _, c := range cases() {
-		if sel == nil || sel.MatchString(c.name()+" "+c.server.String()) {
+		if sel == nil || sel.MatchString(c.name()+" "+c.direction()) {
 			todo = append(todo, c)
 		}
 	}
@@ -170,6 +173,7 @@ type harness struct {
 	curLoss     float64
 	curLossIn   float64
 	boots       int
+	caseBase    int // cases of earlier guests, for the numbering
 	lastConsole string
 	guestInfo   string
 }
@@ -223,49 +227,7 @@ func (h *harness) run(ctx context.Context, todo []testCase) ([]*result, error) {
 		}
 		return res, nil
 	}
-	for i := range todo {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		c := &todo[i]
-		if h.opts.budget > 0 && time.Since(h.start) > h.opts.budget {
-			for _, c := range todo[i:] {
-				r := &result{name: c.name(), dir: c.server.String(), iters: c.iters, guestRC: -1, goroceRC: -1}
-				r.fail("not run: the run's budget (-budget %v) was spent", h.opts.budget)
-				res = append(res, r)
-			}
-			return res, fmt.Errorf("the run's budget (-budget %v) was spent with %d cases left", h.opts.budget, len(todo)-i)
-		}
-		logf("case %d/%d: %s, %s", i+1, len(todo), c.name(), c.server)
-		r := h.runCase(ctx, i+1, c, 1)
-		if !r.pass && ctx.Err() == nil && h.vm.broken == nil && h.opts.retries > 0 {
-			// Once more: the result says FLAKY if this passes, and keeps
-			// the first attempt's failure (and files) in the report.
-			logf("  FAIL (%.1fs) %s: trying once more", r.dur.Seconds(), strings.Join(r.reasons, "; "))
-			r2 := h.runCase(ctx, i+1, c, 2)
-			r2.firstTry = r
-			r = r2
-		}
-		res = append(res, r)
-		if ctx.Err() != nil {
-			r.reasons = append([]string{"interrupted"}, r.reasons...)
-			r.pass = false
-			return res, errors.New("interrupted by a signal: everything started was stopped")
-		}
-		logf("  %s (%.1fs) %s", r.verdict(), r.dur.Seconds(), strings.Join(r.reasons, "; "))
-		if h.vm.broken != nil && i+1 < len(todo) {
-			if h.boots >= 4 {
-				return res, fmt.Errorf("guest job channel broken again (%v); giving up", h.vm.broken)
-			}
-			logf("guest job channel broken (%v): rebooting the guest", h.vm.broken)
-			h.lastConsole = h.vm.consoleTail(40)
-			h.vm.stop()
-			if err := h.boot(ctx); err != nil {
-				return res, err
-			}
-		}
-	}
-	return res, nil
+	return h.runCases(ctx, todo, res)
 }
 
 // prepareHost checks for the host's programs and installs the missing
@@ -368,6 +330,13 @@ func (h *harness) boot(ctx context.Context) error {
 	if err := h.guestSetup(ctx); err != nil {
 		h.lastConsole = h.vm.consoleTail(40)
 		return fmt.Errorf("setting the guest up: %w", err)
+	}
+	if h.opts.guestPrep != "" {
+		out, err := h.vm.mustRun(ctx, time.Minute, h.opts.guestPrep)
+		if err != nil {
+			return fmt.Errorf("-guest-prep: %w", err)
+		}
+		logf("-guest-prep: %s", strings.TrimSpace(out))
 	}
 	return nil
 }
