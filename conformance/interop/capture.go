@@ -105,6 +105,7 @@ type captureCheck struct {
 	// covering it appears after it.
 	lastReq      map[string]uint32
 	lastReqAcked map[string]bool
+	smc          *smcWire // the SMC messages (CLC, LLC, CDC) by sender
 }
 
 var textLineRE = regexp.MustCompile(`^\S+ (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
@@ -147,7 +148,7 @@ func checkCapture(ctx context.Context, rocedump, file string) (*captureCheck, er
 }
 
 func newCaptureCheck() *captureCheck {
-	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}}
+	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}, smc: newSMCWire()}
 }
 
 // addJSON counts rocedump -json's lines: ICRC results and NAKs.
@@ -187,6 +188,9 @@ func (cc *captureCheck) addJSON(out string) error {
 // each source's last request packet was ACKed.
 func (cc *captureCheck) addText(out string) {
 	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " smc ") {
+			cc.smc.add(l)
+		}
 		m := textLineRE.FindStringSubmatch(l)
 		if m == nil {
 			continue

@@ -34,12 +34,12 @@ func (h *harness) runCases(ctx context.Context, todo []testCase, res []*result) 
 		if h.opts.repeat > 1 {
 			r = h.repeatCase(ctx, idx, c)
 		} else {
-			r = h.runCase(ctx, idx, c, runTag{attempt: 1})
+			r = h.runOne(ctx, idx, c, runTag{attempt: 1})
 			if !r.pass && !r.skipped && ctx.Err() == nil && h.vm.broken == nil && h.opts.retries > 0 {
 				// Once more: the result says FLAKY if this passes, and keeps
 				// the first attempt's failure (and files) in the report.
 				logf("  FAIL (%.1fs) %s: trying once more%s", r.dur.Seconds(), strings.Join(r.reasons, "; "), knownFlake(c, r))
-				r2 := h.runCase(ctx, idx, c, runTag{attempt: 2})
+				r2 := h.runOne(ctx, idx, c, runTag{attempt: 2})
 				r2.firstTry = r
 				r = r2
 			}
@@ -58,6 +58,14 @@ func (h *harness) runCases(ctx context.Context, todo []testCase, res []*result) 
 		}
 	}
 	return res, nil
+}
+
+// runOne runs one case once: an SMC-R case or a verbs program pair.
+func (h *harness) runOne(ctx context.Context, idx int, c *testCase, tag runTag) *result {
+	if c.smc != nil {
+		return h.runSMCCase(ctx, idx, c, tag)
+	}
+	return h.runCase(ctx, idx, c, tag)
 }
 
 func (h *harness) budgetSpent() bool {
@@ -118,7 +126,7 @@ func (h *harness) repeatCase(ctx context.Context, idx int, c *testCase) *result 
 			agg.notes = append(agg.notes, fmt.Sprintf("stopped after %d of %d runs (budget or signal)", agg.reps, h.opts.repeat))
 			break
 		}
-		r := h.runCase(ctx, idx, c, runTag{attempt: 1, rep: rep})
+		r := h.runOne(ctx, idx, c, runTag{attempt: 1, rep: rep})
 		agg.reps++
 		if r.pass {
 			agg.repPass++

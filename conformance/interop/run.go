@@ -31,12 +31,14 @@ type result struct {
 	raced     bool             // passed, but a side lost rc_pingpong's end race (see endRace)
 	firstTry  *result          // when this is a retry: the failed first attempt
 	tag       runTag           // which run of the case this is
+	on        guestKind        // the guest it ran on
 	skipped   bool             // not run, and not a failure (skipWhy says why)
 	skipWhy   string
-	reps      int       // under -repeat: runs done
-	repPass   int       // ... and passed
-	repFailed []*result // ... and the failed ones
-	stall     string    // the guest's QP state while one side waited on the other
+	reps      int         // under -repeat: runs done
+	repPass   int         // ... and passed
+	repFailed []*result   // ... and the failed ones
+	stall     string      // the guest's QP state while one side waited on the other
+	smc       *smcOutcome // an SMC case's statistics, link groups, host connections
 	start     time.Time
 	dur       time.Duration
 }

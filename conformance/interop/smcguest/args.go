@@ -197,20 +197,21 @@ func parseServer(args []string) (serverOpts, error) {
 }
 
 // clientOpts is `smcguest client ADDR PORT [-conns N] [-parallel] [-sizes
-// LIST] [-end shut|close|abort] [-peer-abort] [-tcp] [-timeout D]`.
+// LIST] [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]`.
 type clientOpts struct {
 	addr      netip.AddrPort
 	conns     int
 	parallel  bool
 	sizes     []int
 	end       endMode
-	peerAbort bool // the server aborts: a reset before the end is expected
+	idle      time.Duration // the connection idles this long before it ends
+	peerAbort bool          // the server aborts: a reset before the end is expected
 	tcp       bool
 	timeout   time.Duration
 }
 
 var clientSpecs = []optSpec{{"conns", true}, {"parallel", false}, {"sizes", true}, {"end", true},
-	{"peer-abort", false}, {"tcp", false}, {"timeout", true}}
+	{"idle", true}, {"peer-abort", false}, {"tcp", false}, {"timeout", true}}
 
 func parseClient(args []string) (clientOpts, error) {
 	o := clientOpts{conns: 1, end: endShut, sizes: []int{1, 1024, 65536}}
@@ -244,8 +245,14 @@ func parseClient(args []string) (clientOpts, error) {
 		}
 	}
 	o.parallel, o.peerAbort, o.tcp = p.set["parallel"], p.set["peer-abort"], p.set["tcp"]
+	if o.idle, err = p.durOpt("idle", 0); err != nil {
+		return o, err
+	}
 	if o.timeout, err = p.durOpt("timeout", 120*time.Second); err != nil {
 		return o, err
+	}
+	if o.idle >= o.timeout {
+		return o, fmt.Errorf("-idle %v must be shorter than -timeout %v", o.idle, o.timeout)
 	}
 	return o, nil
 }

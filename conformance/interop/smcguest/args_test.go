@@ -48,11 +48,16 @@ func TestParseClient(t *testing.T) {
 	assert.Equal(t, endShut, o.end)
 	assert.Equal(t, uint16(7), o.addr.Port())
 
+	o, err = parseClient([]string{"198.18.0.1", "5000", "-idle", "8s", "-timeout", "60s"})
+	require.NoError(t, err)
+	assert.Equal(t, 8*time.Second, o.idle)
+
 	for _, bad := range [][]string{
 		{}, {"198.18.0.1"}, {"host", "5000"}, {"::1", "5000"}, {"198.18.0.1", "5000", "6000"},
 		{"198.18.0.1", "5000", "-sizes", "0"}, {"198.18.0.1", "5000", "-sizes", "1,,2"},
 		{"198.18.0.1", "5000", "-sizes", "1g"}, {"198.18.0.1", "5000", "-sizes", "300m"},
 		{"198.18.0.1", "5000", "-end", "later"}, {"198.18.0.1", "5000", "-conns", "0"},
+		{"198.18.0.1", "5000", "-idle", "2m"}, {"198.18.0.1", "5000", "-idle", "x"},
 	} {
 		_, err := parseClient(bad)
 		assert.Error(t, err, "%q", bad)

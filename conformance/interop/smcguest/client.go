@@ -125,6 +125,12 @@ func clientConn(out *lineWriter, i int, o clientOpts, deadline time.Time, tot *c
 		return errors.New("the server was to abort, but every echo came back")
 	}
 	out.printf("client: conn %d: %d bytes sent crc32=0x%08x", i, off, crc.Sum32())
+	if o.idle > 0 {
+		// Nothing to send or read: SMC-R's link keepalive (TEST_LINK)
+		// shows in this time.
+		out.printf("client: conn %d idle for %v", i, o.idle)
+		time.Sleep(o.idle)
+	}
 	switch o.end {
 	case endShut:
 		if err := s.shutWrite(); err != nil {

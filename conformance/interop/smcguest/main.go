@@ -8,7 +8,7 @@
 //	smcguest pnet add PNETID ETHDEV IBDEV PORT | pnet del PNETID | pnet list
 //	smcguest server PORT [-n CONNS] [-shut|-close|-abort] [-peer-abort] [-tcp] [-addr A] [-timeout D]
 //	smcguest client ADDR PORT [-conns N] [-parallel] [-sizes 1,1k,64k,1m,16m]
-//	                [-end shut|close|abort] [-peer-abort] [-tcp] [-timeout D]
+//	                [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]
 //	smcguest stats [-raw] | lgr [-raw] | info | genl FAMILY
 //
 // It is static and pure Go (generic netlink through golang.org/x/sys/unix)
@@ -31,7 +31,7 @@ const usage = `usage:
   smcguest pnet add PNETID ETHDEV IBDEV PORT | pnet del PNETID | pnet list
   smcguest server PORT [-n CONNS] [-shut|-close|-abort] [-peer-abort] [-tcp] [-addr A] [-timeout D]
   smcguest client ADDR PORT [-conns N] [-parallel] [-sizes 1,1k,64k,1m,16m]
-                  [-end shut|close|abort] [-peer-abort] [-tcp] [-timeout D]
+                  [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]
   smcguest stats [-raw]    SMC statistics and fallback reasons, key=value
   smcguest lgr [-raw]      SMC-R link groups and links, key=value
   smcguest info            SMC version, release, SMC-Rv2 support
@@ -42,7 +42,8 @@ server: echoes -n connections (default 1) at once, then ends each after the
   (-close); -abort reads one byte and closes with the rest unread.
 client: per connection, one message per -sizes entry (default 1,1k,64k),
   each echo checked byte for byte; -end shut (default) | close | abort
-  (the last echo left unread at close). -peer-abort: the other side aborts.
+  (the last echo left unread at close); -idle D: wait D before the end.
+  -peer-abort: the other side aborts.
 -tcp: plain TCP instead of AF_SMC. -timeout: the whole run (default 120s).
 `
 

@@ -94,7 +94,7 @@ func TestDecodeStats(t *testing.T) {
 		"smcr.rx_rmb_usage=0\n", "smcd.clnt_v2_succ=0\n", "clnt_hs_err_cnt=0\n", "srv_hs_err_cnt=1\n",
 		"fallback.srv_cnt=2\n", "fallback.clnt_cnt=1\n",
 		"fallback.srv.0x03010000=2\n# fallback.srv.0x03010000: peer did not indicate SMC\n",
-		"fallback.clnt.0x03030008=1\n# fallback.clnt.0x03030008: peer sent no UEID\n",
+		"fallback.clnt.0x03030008=1\n# fallback.clnt.0x03030008: no UEID\n",
 	} {
 		assert.Contains(t, got, want)
 	}
