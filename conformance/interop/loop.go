@@ -80,7 +80,13 @@ func (h *harness) reboot(ctx context.Context) error {
 	logf("guest job channel broken (%v): rebooting the guest", h.vm.broken)
 	h.lastConsole = h.vm.consoleTail(40)
 	h.vm.stop()
-	return h.boot(ctx)
+	if err := h.boot(ctx); err != nil {
+		return err
+	}
+	if h.guest != nil && h.guest.kind == smcGuest {
+		return h.smcSetup(ctx)
+	}
+	return nil
 }
 
 // runTag names one run of a case: its retry attempt, or its repetition
@@ -127,6 +133,10 @@ func (h *harness) repeatCase(ctx context.Context, idx int, c *testCase) *result 
 			break
 		}
 		r := h.runOne(ctx, idx, c, runTag{attempt: 1, rep: rep})
+		if ctx.Err() != nil {
+			agg.notes = append(agg.notes, fmt.Sprintf("run %d interrupted: not counted", rep))
+			break
+		}
 		agg.reps++
 		if r.pass {
 			agg.repPass++

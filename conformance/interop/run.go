@@ -307,7 +307,7 @@ const stallProbeAfter = 2 * time.Second
 // the kernel log's tail, in base.stall.txt. This is the state a stalled
 // rxe is in, which is gone once its program is stopped.
 func (h *harness) stallProbe(ctx context.Context, base string) string {
-	out, _, err := h.vm.run(ctx, 20*time.Second, "echo '# rdma res show qp'; rdma res show qp; echo '# hw_counters'; grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/*; echo '# dmesg'; dmesg | tail -n 400")
+	out, _, err := h.vm.run(ctx, 20*time.Second, "echo '# rdma res show qp'; rdma res show qp; echo '# hw_counters'; grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/*; echo '# dmesg'; dmesg | tail -n 3000")
 	if err != nil {
 		out += fmt.Sprintf("\n(probe: %v)", err)
 	}

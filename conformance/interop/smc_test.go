@@ -36,7 +36,7 @@ func TestSMCCases(t *testing.T) {
 		t.Helper()
 		dirs := map[side]bool{}
 		for _, c := range smc {
-			if !c.smc.hostTCP && !c.smc.loopback && f(c) {
+			if !c.smc.hostTCP && f(c) {
 				dirs[c.server] = true
 			}
 		}
@@ -218,7 +218,7 @@ func TestDriveClientEcho(t *testing.T) {
 	}
 	start := func(cmd *exec.Cmd) (*proc, error) { return newProcs().start("cat", cmd) }
 	ctx := context.Background()
-	r := driveClient(ctx, start, exec.Command(cat), 3, []int{1, 1 << 10, 1 << 20}, time.Now().Add(20*time.Second))
+	r := driveClient(ctx, start, exec.Command(cat), 3, []int{1, 1 << 10, 1 << 20}, 0, time.Now().Add(20*time.Second))
 	assert.Equal(t, 0, r.rc)
 	assert.Empty(t, r.mismatch)
 	assert.Equal(t, int64(1+1<<10+1<<20), r.sent)
@@ -226,11 +226,11 @@ func TestDriveClientEcho(t *testing.T) {
 
 	// A program that changes a byte: the offset is named.
 	flip := exec.Command("sh", "-c", `head -c 10 && printf 'X' && head -c 1 >/dev/null && cat`)
-	r = driveClient(ctx, start, flip, 0, []int{100}, time.Now().Add(20*time.Second))
+	r = driveClient(ctx, start, flip, 0, []int{100}, 0, time.Now().Add(20*time.Second))
 	assert.Contains(t, r.mismatch, "echo differs at byte 10")
 
 	// A program that does not exit is stopped at the deadline.
-	r = driveClient(ctx, start, exec.Command("sleep", "30"), 0, []int{10}, time.Now().Add(300*time.Millisecond))
+	r = driveClient(ctx, start, exec.Command("sleep", "30"), 0, []int{10}, 0, time.Now().Add(300*time.Millisecond))
 	assert.Contains(t, r.mismatch, "still running at the case's time limit")
 	assert.NotEqual(t, 0, r.rc)
 }

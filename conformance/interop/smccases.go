@@ -23,7 +23,6 @@ type smcSpec struct {
 	lgrEnd    bool          // the link group must end after the host side's linger
 	addLink   bool          // the server's ADD_LINK must be answered
 	hostTCP   bool          // host side: plain TCP (smcguest -tcp): the kernel must fall back
-	loopback  bool          // both sides in the guest (its own check, no goroce)
 }
 
 const (
@@ -61,9 +60,11 @@ func smcCases() []testCase {
 	}
 	// The guest side's own proof, no goroce: a plain TCP client must make
 	// the kernel's SMC server fall back ("peer did not indicate SMC") and
-	// count it; the kernel against itself over rxe0 must count SMC-R.
+	// count it. (The kernel against itself is no check: to its own address
+	// SMC routes over lo, which has no RoCE device; given one in the pnet
+	// table, CONFIRM_LINK times out over rxe0's loopback and both sides
+	// fall back with 0x02010000.)
 	one(guestServer, smcSpec{hostTCP: true, sizes: sizesSmall}, 0)
-	one(guestServer, smcSpec{loopback: true, conns: 2, sizes: []int{1, 1 << 10, 64 << 10, 1 << 20}}, 0)
 	// Against goroce.
 	two(smcSpec{sizes: sizesAll}, 0)
 	two(smcSpec{conns: 8, parallel: true, sizes: []int{1, 1 << 10, 64 << 10, 1 << 20}}, 0)
@@ -102,8 +103,6 @@ func (c *testCase) smcName() string {
 	switch {
 	case s.hostTCP:
 		return "smc fallback: kernel SMC server, plain TCP client"
-	case s.loopback:
-		return fmt.Sprintf("smcr loopback conns=%d sizes=%s", s.conns, sizeList(s.sizes))
 	}
 	n := fmt.Sprintf("smcr conns=%d sizes=%s", s.conns, sizeList(s.sizes))
 	if s.parallel {
@@ -132,8 +131,6 @@ func (c *testCase) smcDirection() string {
 	switch {
 	case c.smc.hostTCP:
 		return "kernel srv ← host TCP cli"
-	case c.smc.loopback:
-		return "kernel srv ← kernel cli (guest loopback)"
 	case c.server == guestServer:
 		return "kernel srv ← goroce cli"
 	}
@@ -211,18 +208,6 @@ func (c *testCase) guestSMCCommand(port int, e endpoints) []string {
 	return a
 }
 
-// guestClientCommand is the guest's client of a loopback case (its
-// server is guestSMCCommand's).
-func (c *testCase) guestClientCommand(port int, addr string) []string {
-	s := c.smc
-	a := []string{"smcguest", "client", addr, strconv.Itoa(port), "-conns", strconv.Itoa(s.conns),
-		"-sizes", sizeList(s.sizes), "-end", s.clientEnd, "-timeout", strconv.Itoa(c.smcTimeout()) + "s"}
-	if s.parallel {
-		a = append(a, "-parallel")
-	}
-	return a
-}
-
 // hostTCPCommand is the plain TCP client of the fallback case, run on the
 // host side (smcguest runs there too: it is a static linux/amd64 program).
 func (c *testCase) hostTCPCommand(port int, e endpoints) []string {
@@ -237,8 +222,6 @@ func listSMC(i int, c *testCase, e endpoints) {
 	switch {
 	case c.smc.hostTCP:
 		fmt.Printf("    kernel: %s\n    host:   %s\n", shellQuote(c.guestSMCCommand(port, e)), shellQuote(c.hostTCPCommand(port, e)))
-	case c.smc.loopback:
-		fmt.Printf("    kernel: %s\n    kernel: %s\n", shellQuote(c.guestSMCCommand(port, e)), shellQuote(c.guestClientCommand(port, e.peerAddr)))
 	default:
 		per := ""
 		if c.server == guestServer {

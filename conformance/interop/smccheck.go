@@ -85,15 +85,11 @@ func checkSMC(c *testCase, r *result) []string {
 	fail := func(format string, args ...any) { f = append(f, fmt.Sprintf(format, args...)) }
 
 	// The programs.
-	kernelProg := "the guest's smcguest " + map[bool]string{true: "client", false: "server"}[c.server == goroceServer && !s.loopback && !s.hostTCP]
+	kernelProg := "the guest's smcguest " + map[bool]string{true: "client", false: "server"}[c.server == goroceServer && !s.hostTCP]
 	if r.guestRC != 0 {
 		fail("%s exit status %d", kernelProg, r.guestRC)
 	}
 	switch {
-	case s.loopback:
-		if r.goroceRC != 0 {
-			fail("the guest's smcguest client exit status %d", r.goroceRC)
-		}
 	case s.hostTCP:
 		if r.goroceRC != 0 {
 			fail("the host's TCP client exit status %d", r.goroceRC)
@@ -114,9 +110,6 @@ func checkSMC(c *testCase, r *result) []string {
 	}
 	// The kernel side's own account of each connection (smc_diag).
 	kout := r.guestOut
-	if s.loopback {
-		kout += "\n" + r.goroceOut
-	}
 	modes := modeRE.FindAllStringSubmatch(kout, -1)
 	switch {
 	case s.hostTCP:
@@ -146,28 +139,18 @@ func checkSMC(c *testCase, r *result) []string {
 	case fb != 0:
 		fail("fallback to TCP: the kernel counted %d fallback(s): %s", fb, strings.Join(reasons, ", "))
 	}
-	sides := []string{"clnt"}
-	switch {
-	case s.loopback:
-		sides = []string{"clnt", "srv"}
-	case c.server == guestServer:
-		sides = []string{"srv"}
+	side, sideName := "clnt", "client"
+	if c.server == guestServer {
+		side, sideName = "srv", "server"
 	}
-	for _, side := range sides {
-		if n := d.smcrConns(side); n != int64(s.conns) {
-			fail("the kernel counted %d SMC-R %s connection(s) (v1+v2), not %d", n, map[string]string{"clnt": "client", "srv": "server"}[side], s.conns)
-		}
+	if n := d.smcrConns(side); n != int64(s.conns) {
+		fail("the kernel counted %d SMC-R %s connection(s) (v1+v2), not %d", n, sideName, s.conns)
 	}
-	if tx, rx := c.expectedBytes(); !s.loopback {
-		if d["smcr.tx_bytes"] < tx || d["smcr.rx_bytes"] < rx {
-			fail("the kernel's SMC-R byte counters rose by tx %d, rx %d: want at least tx %d, rx %d", d["smcr.tx_bytes"], d["smcr.rx_bytes"], tx, rx)
-		}
+	if tx, rx := c.expectedBytes(); d["smcr.tx_bytes"] < tx || d["smcr.rx_bytes"] < rx {
+		fail("the kernel's SMC-R byte counters rose by tx %d, rx %d: want at least tx %d, rx %d", d["smcr.tx_bytes"], d["smcr.rx_bytes"], tx, rx)
 	}
 	if s.lgrEnd && !o.lgrGone {
 		fail("the link group did not end within %v of its last connection (goroce's linger %v): %s", smcLinger+20*time.Second, smcLinger, summarize(o.lgrAfter))
-	}
-	if s.loopback {
-		return f // over rxe0's own loopback: nothing on the wire
 	}
 	return append(f, checkSMCWire(c, r)...)
 }

@@ -93,9 +93,10 @@ func echoStream(conn int) *rand.ChaCha8 {
 
 // driveClient runs one host-side client program (cmd, not yet started):
 // it writes sum(sizes) bytes of the connection's stream to its stdin,
-// closes it, and checks what comes back on stdout against the stream,
-// until the program exits or the deadline passes (then it is stopped).
-func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd *exec.Cmd, conn int, sizes []int, deadline time.Time) hostConn {
+// keeps the connection idle for idle, closes stdin, and checks what comes
+// back on stdout against the stream, until the program exits or the
+// deadline passes (then it is stopped).
+func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd *exec.Cmd, conn int, sizes []int, idle time.Duration, deadline time.Time) hostConn {
 	r := hostConn{rc: -1}
 	// Pipes of our own, not cmd's: procs waits for the program at once,
 	// and Wait closes the pipes it made, maybe before all is read.
@@ -140,6 +141,11 @@ func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd 
 				return // the program exited: its status says why
 			}
 			r.sent += int64(n)
+		}
+		// An idle connection, for the link's keepalive (TEST_LINK).
+		select {
+		case <-time.After(idle):
+		case <-ctx.Done():
 		}
 	}()
 	checked := make(chan struct{})

@@ -32,7 +32,7 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 		r.pass = len(r.reasons) == 0
 	}()
 	s := c.smc
-	if !s.hostTCP && !s.loopback && !h.hostSMCBuilt() {
+	if !s.hostTCP && !h.hostSMCBuilt() {
 		r.skipped, r.skipWhy = true, fmt.Sprintf("host SMC-R not built yet (no %s)", filepath.Join(h.opts.bin, smcatProg))
 		return r
 	}
@@ -69,8 +69,6 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 	switch {
 	case s.hostTCP:
 		h.smcHostTCP(ctx, c, r, port, base)
-	case s.loopback:
-		h.smcLoopback(ctx, c, r, port)
 	case c.server == goroceServer:
 		h.smcGoroceServer(ctx, c, r, port, base)
 	default:
@@ -222,21 +220,6 @@ func (h *harness) smcHostTCP(ctx context.Context, c *testCase, r *result, port i
 	h.guestServerReap(ctx, r, 100)
 }
 
-// smcLoopback: the guest's SMC server and client against each other.
-func (h *harness) smcLoopback(ctx context.Context, c *testCase, r *result, port int) {
-	if !h.guestServerStart(ctx, c, r, port) {
-		return
-	}
-	t := c.smcTimeout()
-	out, rc, err := h.vm.run(ctx, time.Duration(t+30)*time.Second,
-		fmt.Sprintf("timeout %d %s", t, shellQuote(c.guestClientCommand(port, guestIP))))
-	if err != nil {
-		r.fail("the guest's smcguest client: %v", err)
-	}
-	r.goroceOut, r.goroceRC = out, rc // the client's columns
-	h.guestServerReap(ctx, r, 100)
-}
-
 // smcGoroceServer: goroce's echo server on the host side, the guest's
 // client against it.
 func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, port int, base string) {
@@ -283,7 +266,7 @@ func (h *harness) smcGoroceClient(ctx context.Context, c *testCase, r *result, p
 	start := func(cmd *exec.Cmd) (*proc, error) { return h.ps.start("goroce smcat", cmd) }
 	conns := make([]hostConn, c.smc.conns)
 	run := func(i int) {
-		conns[i] = driveClient(ctx, start, h.ns.command(prog, argv[1:]...), i, c.smc.sizes, deadline)
+		conns[i] = driveClient(ctx, start, h.ns.command(prog, argv[1:]...), i, c.smc.sizes, c.smc.idle, deadline)
 	}
 	if c.smc.parallel {
 		var wg sync.WaitGroup
