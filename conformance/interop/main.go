@@ -43,7 +43,7 @@ type options struct {
 	out, bin, cache, kernelPkg, accel, run string
 	smcKernelPkg                           string
 	bootTimeout, budget                    time.Duration
-	noUpdate, guestOnly, list              bool
+	noUpdate, guestOnly, list, rcOnSMC     bool
 	retries, repeat                        int
 	guestPrep                              string
 	exec                                   string
@@ -58,6 +58,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory with goroce's programs (rc_pingpong, rocedump)")
 	flag.StringVar(&o.cache, "cache", envOr("GOROCE_INTEROP_CACHE", "/var/cache/goroce-interop"), "package and image cache")
 	flag.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-amd64", "Debian kernel package of the guest of the RC cases")
+	flag.BoolVar(&o.rcOnSMC, "rc-on-smc-guest", false, "run the RC cases on the SMC-R guest's kernel too (before its SMC-R cases)")
 	flag.StringVar(&o.smcKernelPkg, "smc-kernel-pkg", "linux-image-6.12-amd64", "Debian kernel package of the guest of the SMC-R cases (stock 6.1's rxe breaks SMC-R)")
 	flag.StringVar(&o.accel, "accel", "auto", "QEMU accelerator: auto (KVM if /dev/kvm is usable), kvm or tcg")
 	flag.DurationVar(&o.bootTimeout, "boot-timeout", 0, "time for the guest to boot (0: 90s with KVM, 300s with TCG); retried once")
@@ -102,8 +103,8 @@ func mainErr(o options) int {
 		}
 	}
 	var todo []testCase
-	for _, c := range cases() {
-		if sel == nil || sel.MatchString(c.name()+" "+c.direction()) {
+	for _, c := range allCases(o.rcOnSMC) {
+		if sel == nil || sel.MatchString(c.name()+" "+c.direction()+" on "+c.guest.String()) {
 			todo = append(todo, c)
 		}
 	}
@@ -118,7 +119,11 @@ func mainErr(o options) int {
 				continue
 			}
 			g, h := c.commands(i+1, e)
-			fmt.Printf("%2d  %s, %s\n", i+1, c.name(), c.server)
+			on := ""
+			if c.guest == smcGuest {
+				on = " (on the SMC-R guest: -smc-kernel-pkg)"
+			}
+			fmt.Printf("%2d  %s, %s%s\n", i+1, c.name(), c.server, on)
 			fmt.Printf("    kernel: %s\n    goroce: bin/%s\n", shellQuote(g), shellQuote(h))
 			fmt.Printf("    (NIC MTU %d", c.nicMTU())
 			if c.loss > 0 {

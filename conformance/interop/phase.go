@@ -42,6 +42,29 @@ type guestRun struct {
 	results     []*result
 }
 
+// allCases is cases(), with the RC cases repeated on the SMC-R guest
+// (before its SMC-R cases) if rcOnSMC.
+func allCases(rcOnSMC bool) []testCase {
+	cs := cases()
+	if !rcOnSMC {
+		return cs
+	}
+	var rc, rest []testCase
+	for _, c := range cs {
+		if c.guest == rcGuest {
+			rc = append(rc, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	out := append([]testCase(nil), rc...)
+	for _, c := range rc {
+		c.guest = smcGuest
+		out = append(out, c)
+	}
+	return append(out, rest...)
+}
+
 // guestRuns groups the cases by the guest they need, RC guest first.
 func (h *harness) guestRuns(todo []testCase) []*guestRun {
 	var out []*guestRun

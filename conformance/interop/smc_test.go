@@ -281,3 +281,49 @@ func TestSMCSetupSteps(t *testing.T) {
 	assert.True(t, pnet && ueid)
 	assert.Equal(t, []string{"lgrs=0"}, missingLines("lgrs=1", []string{"lgrs=0"}))
 }
+
+func TestRunTags(t *testing.T) {
+	assert.Equal(t, "", runTag{attempt: 1}.suffix())
+	assert.Equal(t, "-try2", runTag{attempt: 2}.suffix())
+	assert.Equal(t, "-rep007", runTag{attempt: 1, rep: 7}.suffix())
+	// Every run of a case gets a port of its own, all valid, none of them
+	// another case's first attempt.
+	seen := map[int]bool{}
+	for idx := 1; idx <= 70; idx++ {
+		seen[18515+runTag{attempt: 1}.portIdx(idx)] = true
+	}
+	for _, idx := range []int{1, 44, 70} {
+		for rep := 1; rep <= 500; rep++ {
+			p := 18515 + runTag{attempt: 1, rep: rep}.portIdx(idx)
+			assert.False(t, seen[p], "case %d rep %d: port %d reused", idx, rep, p)
+			assert.Less(t, p, 65536)
+			seen[p] = true
+		}
+	}
+}
+
+func TestAllCases(t *testing.T) {
+	base := allCases(false)
+	assert.Equal(t, cases(), base)
+	nrc := 0
+	for _, c := range base {
+		if c.guest == rcGuest {
+			nrc++
+		}
+	}
+	both := allCases(true)
+	require.Len(t, both, len(base)+nrc)
+	// The RC cases, then the same on the SMC-R guest, then the SMC-R cases.
+	for i, c := range both {
+		switch {
+		case i < nrc:
+			assert.Equal(t, rcGuest, c.guest)
+		case i < 2*nrc:
+			assert.Equal(t, smcGuest, c.guest)
+			assert.Nil(t, c.smc)
+			assert.Equal(t, both[i-nrc].name(), c.name())
+		default:
+			assert.NotNil(t, c.smc)
+		}
+	}
+}
