@@ -106,9 +106,12 @@ type captureCheck struct {
 	lastReq      map[string]uint32
 	lastReqAcked map[string]bool
 	smc          *smcWire // the SMC messages (CLC, LLC, CDC) by sender
+	// Per source address: its last message's history (flaky.go).
+	lastMsg map[string]*msgHistory
+	lastAt  map[string]float64 // time of its last packet
 }
 
-var textLineRE = regexp.MustCompile(`^\S+ (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
+var textLineRE = regexp.MustCompile(`^(\S+) (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
 
 // psnAtOrAfter reports whether a is b or up to 2^23 PSNs after it.
 func psnAtOrAfter(a, b uint32) bool { return (a-b)&0xFFFFFF < 1<<23 }
@@ -148,7 +151,8 @@ func checkCapture(ctx context.Context, rocedump, file string) (*captureCheck, er
 }
 
 func newCaptureCheck() *captureCheck {
-	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}, smc: newSMCWire()}
+	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}, smc: newSMCWire(),
+		lastMsg: map[string]*msgHistory{}, lastAt: map[string]float64{}}
 }
 
 // addJSON counts rocedump -json's lines: ICRC results and NAKs.
@@ -195,9 +199,11 @@ func (cc *captureCheck) addText(out string) {
 		if m == nil {
 			continue
 		}
-		from, to, op := m[1], m[2], m[3]
+		t, _ := strconv.ParseFloat(m[1], 64)
+		from, to, op := m[2], m[3], m[4]
 		cc.bySrc[from]++
-		psn64, _ := strconv.ParseUint(m[4], 10, 32)
+		cc.lastAt[from] = t
+		psn64, _ := strconv.ParseUint(m[5], 10, 32)
 		psn := uint32(psn64)
 		switch {
 		case strings.HasPrefix(op, "RDMA_READ_RESPONSE"):
@@ -205,9 +211,11 @@ func (cc *captureCheck) addText(out string) {
 			strings.Contains(op, "_LAST_WITH_") || strings.Contains(op, "_ONLY_WITH_"):
 			cc.lastReq[from] = psn
 			cc.lastReqAcked[from] = false
+			cc.sentLast(from, psn, t)
 		case op == "ACKNOWLEDGE" && strings.Contains(l, "aeth(ACK"):
 			if p, ok := cc.lastReq[to]; ok && psnAtOrAfter(psn, p) {
 				cc.lastReqAcked[to] = true
+				cc.ackedLast(to, t)
 			}
 		}
 	}

@@ -41,6 +41,9 @@ func (h *harness) runCases(ctx context.Context, todo []testCase, res []*result) 
 				logf("  FAIL (%.1fs) %s: trying once more%s", r.dur.Seconds(), strings.Join(r.reasons, "; "), knownFlake(c, r))
 				r2 := h.runOne(ctx, idx, c, runTag{attempt: 2})
 				r2.firstTry = r
+				if k := knownFlake(c, r); k != "" {
+					r2.notes = append(r2.notes, "first attempt"+k)
+				}
 				r = r2
 			}
 		}
@@ -157,7 +160,7 @@ func (h *harness) repeatCase(ctx context.Context, idx int, c *testCase) *result 
 	}
 	agg.dur = time.Since(agg.start)
 	for _, f := range agg.repFailed {
-		agg.fail("run %d (files %s.*): %s", f.tag.rep, f.files, strings.Join(f.reasons, "; "))
+		agg.fail("run %d (files %s.*): %s%s", f.tag.rep, f.files, strings.Join(f.reasons, "; "), knownFlake(c, f))
 	}
 	agg.pass = len(agg.reasons) == 0
 	return agg

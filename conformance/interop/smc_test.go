@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -326,4 +327,29 @@ func TestAllCases(t *testing.T) {
 			assert.NotNil(t, c.smc)
 		}
 	}
+}
+
+func TestKnownFlakeRetryExc(t *testing.T) {
+	// As in a failed run under host load: goroce's message sent 1 + 7
+	// times 67 ms apart, rxe's ACK of it 640 ms after the first.
+	var sb strings.Builder
+	sb.WriteString("4.399912 198.18.0.1.4791 > 198.18.0.11.4791: RC ACKNOWLEDGE qp 0x44 psn 13009289 aeth(ACK credits=unlimited msn=242) payload 0 icrc ok\n")
+	for i := range 8 {
+		fmt.Fprintf(&sb, "%.6f 198.18.0.1.4791 > 198.18.0.11.4791: RC SEND_LAST qp 0x44 psn 13009028 ackreq payload 1024 icrc ok\n", 4.415306+0.067*float64(i))
+	}
+	sb.WriteString("5.038689 198.18.0.11.50308 > 198.18.0.1.4791: RC ACKNOWLEDGE qp 0x11 psn 13009028 aeth(ACK credits=unlimited msn=243) payload 0 icrc ok\n")
+	cc := newCaptureCheck()
+	cc.addText(sb.String())
+	c := testCase{tool: rcPingpong, server: guestServer, size: 65536, mtu: 1024, iters: 1000}
+	r := &result{cap: cc, goroceRC: 1, goroceOut: "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2\n"}
+	k := knownFlake(&c, r)
+	assert.Contains(t, k, "goroce's SEND psn 13009028 was sent 8 times with its first ACK 623 ms after it was first sent")
+	assert.Contains(t, k, "retry_cnt 7 ran out as IBTA counts it")
+	// An ACK in time makes it no such case; so does another failure.
+	r.goroceOut = "Failed status IBV_WC_REM_OP_ERR"
+	assert.Empty(t, knownFlake(&c, r))
+	cc = newCaptureCheck()
+	cc.addText(strings.Replace(sb.String(), "5.038689", "4.420000", 1))
+	r = &result{cap: cc, goroceRC: 1, goroceOut: "IBV_WC_RETRY_EXC_ERR"}
+	assert.Empty(t, knownFlake(&c, r))
 }
