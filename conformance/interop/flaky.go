@@ -13,11 +13,12 @@ import (
 // its last packet (SEND/WRITE LAST or ONLY) was first sent, how often, and
 // the other side's ACKs that cover it.
 type msgHistory struct {
-	psn     uint32
-	firstAt float64
-	sends   int
-	ackAt   float64 // the first covering ACK after firstAt; 0 if none
-	acks    int
+	psn        uint32
+	firstAt    float64
+	lastSendAt float64
+	sends      int
+	ackAt      float64 // the first covering ACK after firstAt; 0 if none
+	acks       int
 }
 
 func (cc *captureCheck) sentLast(from string, psn uint32, t float64) {
@@ -27,6 +28,7 @@ func (cc *captureCheck) sentLast(from string, psn uint32, t float64) {
 		cc.lastMsg[from] = m
 	}
 	m.sends++
+	m.lastSendAt = t
 }
 
 func (cc *captureCheck) ackedLast(to string, t float64) {
@@ -61,6 +63,9 @@ func knownFlake(c *testCase, r *result) string {
 	if c.tool == nil || r.cap == nil {
 		return ""
 	}
+	if k := rxeCompleterStall(c, r); k != "" {
+		return k
+	}
 	if m := r.cap.lastMsg[hostIP]; m != nil && r.goroceRC != 0 && strings.Contains(r.goroceOut, "RETRY_EXC") && m.sends >= 8 {
 		silent := "no ACK of it on the wire"
 		if m.acks > 0 {
@@ -72,4 +77,40 @@ func knownFlake(c *testCase, r *result) string {
 		}
 	}
 	return ""
+}
+
+// rxeCompleterStall recognises 6.1 rxe's completer stall (see the README,
+// FLAKY): rxe's last SEND was ACKed by goroce, rxe retransmitted it anyway
+// (a retransmit-timer retry: the ACK had not been taken yet), and then
+// stopped retransmitting without ever completing it.
+//
+// The rule (6.1 drivers/infiniband/sw/rxe/rxe_comp.c, and unchanged in
+// 6.12): an ACK whose PSN is the SEND's last PSN, taken while the
+// requester is still retransmitting that SEND (wqe->state is "processing",
+// not "pending"), goes check_ack → COMPST_WRITE_SEND → COMPST_UPDATE_COMP,
+// which moves comp.psn past the SEND without completing it. Once the
+// retransmission is out, req.psn == comp.psn, so COMPST_ERROR_RETRY sees
+// nothing to retry ("no point in retrying if we have already seen the last
+// ack") and COMPST_EXIT does not re-arm the retransmit timer: the SEND
+// stays uncompleted unless another ACK of that PSN arrives (check_psn's
+// psn < comp.psn && psn == last_psn → COMPST_COMP_ACK). A retransmit-timer
+// retry while the ACK is on its way is frequent with 6.1's rxe, whose timer
+// keeps its old expiry across messages; at the end of rc_pingpong goroce
+// has exited after its last receive and no further ACK comes.
+func rxeCompleterStall(c *testCase, r *result) string {
+	m := r.cap.lastMsg[guestIP]
+	if r.guestRC == 0 || c.lossy() || m == nil || m.acks == 0 || m.sends < 2 || m.ackAt >= m.lastSendAt {
+		return ""
+	}
+	// rxe never finished: the harness stopped it (after 10 s or more) and
+	// in that time it did not send the SEND again, as it would have within a
+	// timeout (67 ms) had it thought it outstanding (retry_cnt 7 is
+	// infinite for rxe): its last packets are that SEND's retransmission
+	// and, mid-run, its ACKs of goroce's messages.
+	if r.guestRC != 143 {
+		return ""
+	}
+	return fmt.Sprintf(" (known: 6.1 rxe's completer stall: goroce ACKed rxe's last SEND psn %d at %.6f, rxe retransmitted it anyway (a retransmit-timer retry) and took the ACK mid-retransmission, "+
+		"advancing its ACKed PSN without completing the SEND (rxe_comp.c COMPST_WRITE_SEND → COMPST_UPDATE_COMP for a WQE not yet pending); it then neither retries nor re-arms its timer)",
+		m.psn, m.ackAt)
 }

@@ -353,3 +353,33 @@ func TestKnownFlakeRetryExc(t *testing.T) {
 	r = &result{cap: cc, goroceRC: 1, goroceOut: "IBV_WC_RETRY_EXC_ERR"}
 	assert.Empty(t, knownFlake(&c, r))
 }
+
+func TestKnownFlakeRxeCompleterStall(t *testing.T) {
+	// The end of a run as captured: rxe's last SEND, goroce's ACK of it,
+	// rxe's retransmission of it, then nothing from rxe for 10 s.
+	text := `10.335198 198.18.0.11.50189 > 198.18.0.1.4791: RC SEND_FIRST qp 0x11 psn 16646521 payload 1024 icrc ok
+10.341011 198.18.0.11.50189 > 198.18.0.1.4791: RC SEND_LAST qp 0x11 psn 16646584 ackreq payload 1024 icrc ok
+10.341089 198.18.0.1.4791 > 198.18.0.11.4791: RC ACKNOWLEDGE qp 0x94 psn 16646584 aeth(ACK credits=unlimited msn=1000) payload 0 icrc ok
+10.341262 198.18.0.11.50189 > 198.18.0.1.4791: RC SEND_FIRST qp 0x11 psn 16646521 payload 1024 icrc ok
+10.344989 198.18.0.11.50189 > 198.18.0.1.4791: RC SEND_LAST qp 0x11 psn 16646584 ackreq payload 1024 icrc ok
+20.400000 198.18.0.1.4791 > 198.18.0.11.4791: RC ACKNOWLEDGE qp 0x94 psn 1 aeth(ACK credits=unlimited msn=1) payload 0 icrc ok
+`
+	cc := newCaptureCheck()
+	cc.addText(text)
+	c := testCase{tool: rcPingpong, server: guestServer, size: 65536, mtu: 1024, iters: 1000, events: true}
+	r := &result{cap: cc, guestRC: 143}
+	k := knownFlake(&c, r)
+	assert.Contains(t, k, "6.1 rxe's completer stall: goroce ACKed rxe's last SEND psn 16646584 at 10.341089")
+	// An rxe that ended by itself (or crashed) is something else.
+	assert.Empty(t, knownFlake(&c, &result{cap: cc, guestRC: 1}))
+	// No retransmission after the ACK: something else too.
+	cc2 := newCaptureCheck()
+	cc2.addText(strings.Join(strings.Split(text, "\n")[:3], "\n"))
+	assert.Empty(t, knownFlake(&c, &result{cap: cc2, guestRC: 143}))
+	// Not under loss (lost ACKs explain retransmissions), nor when rxe ended well.
+	c.loss = 5
+	assert.Empty(t, knownFlake(&c, r))
+	c.loss = 0
+	r.guestRC = 0
+	assert.Empty(t, knownFlake(&c, r))
+}
