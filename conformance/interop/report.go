@@ -183,6 +183,9 @@ func smcTable(sb *strings.Builder, res []*result, rows []int) {
 
 func itersCol(r *result) string {
 	switch {
+	case r.reps > 0:
+		return "-" // repeated: the result column has the runs
+
 	case r.guest.ok && r.goroce.ok && r.guest.iters == r.goroce.iters:
 		return strconv.Itoa(r.guest.iters)
 	case r.guest.ok || r.goroce.ok:
