@@ -304,7 +304,7 @@ func TestRunTags(t *testing.T) {
 }
 
 func TestAllCases(t *testing.T) {
-	base := allCases(false)
+	base := allCases("none")
 	assert.Equal(t, cases(), base)
 	nrc := 0
 	for _, c := range base {
@@ -312,19 +312,30 @@ func TestAllCases(t *testing.T) {
 			nrc++
 		}
 	}
-	both := allCases(true)
-	require.Len(t, both, len(base)+nrc)
-	// The RC cases, then the same on the SMC-R guest, then the SMC-R cases.
-	for i, c := range both {
-		switch {
-		case i < nrc:
-			assert.Equal(t, rcGuest, c.guest)
-		case i < 2*nrc:
-			assert.Equal(t, smcGuest, c.guest)
-			assert.Nil(t, c.smc)
-			assert.Equal(t, both[i-nrc].name(), c.name())
-		default:
-			assert.NotNil(t, c.smc)
+	for _, set := range []string{"all", "quick"} {
+		both := allCases(set)
+		again := len(both) - len(base)
+		if set == "all" {
+			assert.Equal(t, nrc, again)
+		} else {
+			assert.Less(t, again, nrc)
+			assert.Greater(t, again, nrc/3)
+		}
+		// The RC cases, then those again on the SMC-R guest, then the SMC-R cases.
+		for i, c := range both {
+			switch {
+			case i < nrc:
+				assert.Equal(t, rcGuest, c.guest)
+			case i < nrc+again:
+				assert.Equal(t, smcGuest, c.guest)
+				assert.Nil(t, c.smc)
+				if set == "quick" {
+					assert.Equal(t, 1024, c.mtu)
+					assert.False(t, c.size == 65536 && c.lossy(), c.name())
+				}
+			default:
+				assert.NotNil(t, c.smc)
+			}
 		}
 	}
 }
