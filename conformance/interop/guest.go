@@ -1,5 +1,8 @@
 package main
 
+// A guest's boot and setup (its address, rxe0 on eth0, its own rc_pingpong
+// check) and each case's environment (NIC MTU, netem loss).
+
 import (
 	"context"
 	"errors"
@@ -89,7 +92,11 @@ func (h *harness) guestSetup(ctx context.Context) error {
 	uname, _ := v.mustRun(ctx, 10*time.Second, "uname -a; ibv_rc_pingpong --help 2>&1 | head -1; cat /sys/class/infiniband/rxe0/ports/1/gids/1")
 	fmt.Fprintf(&info, "# uname -a\n%s\n", uname)
 	h.guestInfo = info.String()
-	os.WriteFile(filepath.Join(h.out, "guest-setup.txt"), []byte(h.guestInfo), 0o644)
+	name := "guest-setup.txt"
+	if h.guest != nil {
+		name = fmt.Sprintf("guest-setup.%s.txt", h.guest.kind)
+	}
+	os.WriteFile(filepath.Join(h.out, name), []byte(h.guestInfo), 0o644)
 	return nil
 }
 

@@ -1,5 +1,8 @@
 package main
 
+// The report: a table per guest, the time of each part, and what the
+// programs said for every failure, retry, skip and note.
+
 import (
 	"fmt"
 	"io"

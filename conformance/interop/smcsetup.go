@@ -57,10 +57,10 @@ func smcSetupSteps() []smcSetupStep {
 }
 
 // smcSetup runs the SMC setup steps, printing each, and keeps their
-// output in guest-setup-smc.txt.
+// output in guest-setup.smc-r.txt.
 func (h *harness) smcSetup(ctx context.Context) error {
 	var log strings.Builder
-	defer func() { os.WriteFile(filepath.Join(h.out, "guest-setup-smc.txt"), []byte(log.String()), 0o644) }()
+	defer func() { os.WriteFile(filepath.Join(h.out, "guest-setup.smc-r.txt"), []byte(log.String()), 0o644) }()
 	for _, s := range smcSetupSteps() {
 		out, err := h.vm.mustRun(ctx, 30*time.Second, s.cmd)
 		fmt.Fprintf(&log, "# %s: %s\n%s\n", s.what, s.cmd, out)
