@@ -209,9 +209,12 @@ func (cc *captureCheck) addText(out string) {
 		case strings.HasPrefix(op, "RDMA_READ_RESPONSE"):
 		case strings.HasSuffix(op, "_LAST") || strings.HasSuffix(op, "_ONLY") ||
 			strings.Contains(op, "_LAST_WITH_") || strings.Contains(op, "_ONLY_WITH_"):
+			cc.sentReq(from, psn)
 			cc.lastReq[from] = psn
 			cc.lastReqAcked[from] = false
 			cc.sentLast(from, psn, t)
+		case strings.HasSuffix(op, "_FIRST") || strings.HasSuffix(op, "_MIDDLE"):
+			cc.sentReq(from, psn)
 		case op == "ACKNOWLEDGE" && strings.Contains(l, "aeth(ACK"):
 			if p, ok := cc.lastReq[to]; ok && psnAtOrAfter(psn, p) {
 				cc.lastReqAcked[to] = true

@@ -13,12 +13,13 @@ import (
 // its last packet (SEND/WRITE LAST or ONLY) was first sent, how often, and
 // the other side's ACKs that cover it.
 type msgHistory struct {
-	psn        uint32
-	firstAt    float64
-	lastSendAt float64
-	sends      int
-	ackAt      float64 // the first covering ACK after firstAt; 0 if none
-	acks       int
+	psn            uint32
+	firstAt        float64
+	lastSendAt     float64
+	sends          int
+	ackAt          float64 // the first covering ACK after firstAt; 0 if none
+	acks           int
+	resentAfterAck bool // a packet of it (or before it) went out after an ACK covering it
 }
 
 func (cc *captureCheck) sentLast(from string, psn uint32, t float64) {
@@ -29,6 +30,14 @@ func (cc *captureCheck) sentLast(from string, psn uint32, t float64) {
 	}
 	m.sends++
 	m.lastSendAt = t
+}
+
+// sentReq notes a request packet: one at or before the last message's
+// PSN, sent once that message was ACKed, is a retransmission after the ACK.
+func (cc *captureCheck) sentReq(from string, psn uint32) {
+	if m := cc.lastMsg[from]; m != nil && m.acks > 0 && psnAtOrAfter(m.psn, psn) {
+		m.resentAfterAck = true
+	}
 }
 
 func (cc *captureCheck) ackedLast(to string, t float64) {
@@ -79,38 +88,39 @@ func knownFlake(c *testCase, r *result) string {
 	return ""
 }
 
-// rxeCompleterStall recognises 6.1 rxe's completer stall (see the README,
-// FLAKY): rxe's last SEND was ACKed by goroce, rxe retransmitted it anyway
-// (a retransmit-timer retry: the ACK had not been taken yet), and then
-// stopped retransmitting without ever completing it.
+// rxeCompleterStall recognises rxe's completer stall (see the README,
+// FLAKY): rxe retransmitted its last SEND (or part of it) after goroce's
+// ACK of it (a retransmit-timer retry: rxe had not taken the ACK yet),
+// and then never sent anything more of its own while its program waited.
 //
-// The rule (6.1 drivers/infiniband/sw/rxe/rxe_comp.c, and unchanged in
-// 6.12): an ACK whose PSN is the SEND's last PSN, taken while the
-// requester is still retransmitting that SEND (wqe->state is "processing",
-// not "pending"), goes check_ack → COMPST_WRITE_SEND → COMPST_UPDATE_COMP,
-// which moves comp.psn past the SEND without completing it. Once the
-// retransmission is out, req.psn == comp.psn, so COMPST_ERROR_RETRY sees
-// nothing to retry ("no point in retrying if we have already seen the last
-// ack") and COMPST_EXIT does not re-arm the retransmit timer: the SEND
-// stays uncompleted unless another ACK of that PSN arrives (check_psn's
-// psn < comp.psn && psn == last_psn → COMPST_COMP_ACK). A retransmit-timer
-// retry while the ACK is on its way is frequent with 6.1's rxe, whose timer
-// keeps its old expiry across messages; at the end of rc_pingpong goroce
-// has exited after its last receive and no further ACK comes.
+// The rule (drivers/infiniband/sw/rxe/rxe_comp.c): rxe's completer acts
+// on an ACK of a SEND that its requester is in the middle of
+// retransmitting, and the two fall out of step. 6.1: an ACK of the SEND's
+// last PSN taken while the WQE is "processing", not "pending", goes
+// check_ack → COMPST_WRITE_SEND → COMPST_UPDATE_COMP, which moves comp.psn
+// past the SEND without completing it; once the retransmission is out,
+// req.psn == comp.psn, so COMPST_ERROR_RETRY sees nothing to retry ("no
+// point in retrying if we have already seen the last ack") and COMPST_EXIT
+// re-arms no timer: the SEND stays uncompleted unless yet another ACK of
+// that PSN comes (check_psn: psn < comp.psn && psn == last_psn →
+// COMPST_COMP_ACK), and at the end of rc_pingpong goroce has exited after
+// its last receive. 6.12 has the same rules; seen there after two retries:
+// goroce's two ACKs (of the original and of the first retransmission)
+// arrived 42 packets into the third transmission, the first went
+// UPDATE_COMP, the second COMP_ACK completed the WQE mid-retransmission,
+// and the requester never sent another packet. A retry while an ACK is on
+// its way is frequent: rxe's retransmit timer keeps its old expiry across
+// messages (completer_retry_err, about one message in fifteen here).
 func rxeCompleterStall(c *testCase, r *result) string {
 	m := r.cap.lastMsg[guestIP]
-	if r.guestRC == 0 || c.lossy() || m == nil || m.acks == 0 || m.sends < 2 || m.ackAt >= m.lastSendAt {
+	// rxe never finished: the harness stopped it (after 10 s or more),
+	// and in that time it sent nothing of its own after the retransmission
+	// (had it thought the SEND outstanding it would have sent it again
+	// within a timeout, 67 ms: retry_cnt 7 is infinite for rxe).
+	if r.guestRC != 143 || c.lossy() || m == nil || m.acks == 0 || !m.resentAfterAck {
 		return ""
 	}
-	// rxe never finished: the harness stopped it (after 10 s or more) and
-	// in that time it did not send the SEND again, as it would have within a
-	// timeout (67 ms) had it thought it outstanding (retry_cnt 7 is
-	// infinite for rxe): its last packets are that SEND's retransmission
-	// and, mid-run, its ACKs of goroce's messages.
-	if r.guestRC != 143 {
-		return ""
-	}
-	return fmt.Sprintf(" (known: 6.1 rxe's completer stall: goroce ACKed rxe's last SEND psn %d at %.6f, rxe retransmitted it anyway (a retransmit-timer retry) and took the ACK mid-retransmission, "+
-		"advancing its ACKed PSN without completing the SEND (rxe_comp.c COMPST_WRITE_SEND → COMPST_UPDATE_COMP for a WQE not yet pending); it then neither retries nor re-arms its timer)",
+	return fmt.Sprintf(" (known: rxe's completer stall: goroce ACKed rxe's last SEND psn %d at %.6f; rxe retransmitted it after that (a retransmit-timer retry), "+
+		"took the ACK mid-retransmission and fell out of step (rxe_comp.c: COMPST_WRITE_SEND → COMPST_UPDATE_COMP for a WQE not yet pending), then sent nothing more)",
 		m.psn, m.ackAt)
 }

@@ -247,6 +247,9 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 
 	const grace = 10 * time.Second
 	deadline := time.Now().Add(time.Duration(t+15) * time.Second)
+	// Both programs stop at their own time limit (t): a stall in which
+	// neither exits first is probed just before.
+	probeAt := time.Now().Add(time.Duration(t)*time.Second - stallProbeBefore)
 	var hostDone, guestDone time.Time
 	lastPoll := time.Time{}
 	for {
@@ -264,6 +267,9 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 			if rc == 0 {
 				guestDone = now
 			}
+		}
+		if r.stall == "" && hostDone.IsZero() && guestDone.IsZero() && now.After(probeAt) {
+			r.stall = h.stallProbe(ctx, base)
 		}
 		if r.stall == "" && (hostDone.IsZero() != guestDone.IsZero()) {
 			done := hostDone
@@ -300,6 +306,10 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 // stallProbeAfter is how long one side may wait for the other before the
 // harness records the guest's QP state (stallProbe).
 const stallProbeAfter = 2 * time.Second
+
+// stallProbeBefore is how long before the programs' own time limit the
+// harness records the guest's QP state when neither has exited.
+const stallProbeBefore = 5 * time.Second
 
 // stallProbe records, while one program has exited and the other still
 // waits, the guest's view: its QPs (rdma res show qp: sq-psn is rxe's

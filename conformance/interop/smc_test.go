@@ -380,9 +380,21 @@ func TestKnownFlakeRxeCompleterStall(t *testing.T) {
 	c := testCase{tool: rcPingpong, server: guestServer, size: 65536, mtu: 1024, iters: 1000, events: true}
 	r := &result{cap: cc, guestRC: 143}
 	k := knownFlake(&c, r)
-	assert.Contains(t, k, "6.1 rxe's completer stall: goroce ACKed rxe's last SEND psn 16646584 at 10.341089")
+	assert.Contains(t, k, "rxe's completer stall: goroce ACKed rxe's last SEND psn 16646584 at 10.341089")
 	// An rxe that ended by itself (or crashed) is something else.
 	assert.Empty(t, knownFlake(&c, &result{cap: cc, guestRC: 1}))
+	// The 6.12 form: the ACKs after the last LAST, then a partial
+	// retransmission (FIRST and MIDDLEs) and nothing more.
+	cc612 := newCaptureCheck()
+	cc612.addText(`5.427385 198.18.0.11.50308 > 198.18.0.1.4791: RC SEND_LAST qp 0x11 psn 11479973 ackreq payload 1024 icrc ok
+5.512033 198.18.0.11.50308 > 198.18.0.1.4791: RC SEND_LAST qp 0x11 psn 11479973 ackreq payload 1024 icrc ok
+5.583498 198.18.0.1.4791 > 198.18.0.11.4791: RC ACKNOWLEDGE qp 0x4a psn 11479973 aeth(ACK credits=unlimited msn=127) payload 0 icrc ok
+5.584246 198.18.0.11.50308 > 198.18.0.1.4791: RC SEND_FIRST qp 0x11 psn 11479910 payload 1024 icrc ok
+5.587329 198.18.0.11.50308 > 198.18.0.1.4791: RC SEND_MIDDLE qp 0x11 psn 11479951 payload 1024 icrc ok
+5.604690 198.18.0.11.50308 > 198.18.0.1.4791: RC ACKNOWLEDGE qp 0x11 psn 2094880 aeth(ACK credits=unlimited msn=127) payload 0 icrc ok
+`)
+	c612 := testCase{tool: rcPingpong, server: goroceServer, size: 65536, mtu: 1024, iters: 1000}
+	assert.Contains(t, knownFlake(&c612, &result{cap: cc612, guestRC: 143, goroceRC: 1}), "psn 11479973 at 5.583498")
 	// No retransmission after the ACK: something else too.
 	cc2 := newCaptureCheck()
 	cc2.addText(strings.Join(strings.Split(text, "\n")[:3], "\n"))
