@@ -78,10 +78,10 @@ demo: build
 tshark-check: build
 	@./scripts/tshark-check.sh conformance/testdata/rxe/*.pcap
 
-## interop: as root, boot Linux's rxe under QEMU and run rdma-core's programs against goroce's (INTEROP_FLAGS: see conformance/interop/README.md)
+## interop: as root, boot Linux's rxe under QEMU and run rdma-core's programs against goroce's, then the kernel's SMC-R against goroce's (INTEROP_FLAGS: see conformance/interop/README.md)
 .PHONY: interop
 interop:
-	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/rocedump
+	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/rocedump $(if $(wildcard cmd/smcat),./cmd/smcat)
 	$(GO) run ./conformance/interop $(INTEROP_FLAGS)
 
 clean:

@@ -27,9 +27,14 @@ type options struct {
 	capture   string        // -capture FILE: pcapng of the goroce device
 	timeout   time.Duration // -w: connect timeout
 	bufSize   int           // -buffer: RMB and send buffer size
+	parallel  int           // -P: a client's connections at once (one device, one link group)
+	pattern   int64         // -pattern: bytes of generated data per connection, echo checked
 	addr      string
 	port      string
 }
+
+// maxParallel bounds -P: a link group takes 255 connections.
+const maxParallel = 255
 
 // defaultLinger is smcat's link group linger: short, since it waits for its
 // link groups to end before it exits.
@@ -94,6 +99,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.capture, "capture", "", "write the goroce device's RoCE packets (LLC, CDC, RDMA WRITEs) to this pcapng `file`")
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
+	fs.IntVar(&o.parallel, "P", 1, "dial `N` connections at once from one device (so in one link group); more than 1 needs -pattern")
+	fs.Int64Var(&o.pattern, "pattern", 0, "instead of stdin, send each connection `bytes` of a generated stream (its own per connection), check that the peer echoes it back exactly, and print a line per connection on stdout")
 	return fs
 }
 
@@ -144,6 +151,14 @@ func parseArgs(args []string) (options, error) {
 		return o, usagef("-k, --echo and -n go with -l")
 	case o.listen && o.src.IsValid():
 		return o, usagef("-s goes with dialing; a listener's address is ADDR")
+	case o.parallel < 1 || o.parallel > maxParallel:
+		return o, usagef("-P %d: want 1 to %d connections", o.parallel, maxParallel)
+	case o.pattern < 0:
+		return o, usagef("-pattern %d: want a byte count", o.pattern)
+	case o.listen && (o.parallel > 1 || o.pattern > 0):
+		return o, usagef("-P and -pattern go with dialing")
+	case o.parallel > 1 && o.pattern == 0:
+		return o, usagef("-P %d needs -pattern: stdin cannot feed %d connections", o.parallel, o.parallel)
 	case o.linger < 0 || o.timeout < 0:
 		return o, usagef("durations must not be negative")
 	}
@@ -173,11 +188,14 @@ func expandClusters(args []string) []string {
 }
 
 const usageText = `usage: smcat [-v] [-peer-speaks-smc] [-ueid NAME]... [-s SRCADDR] ADDR PORT
+       smcat [-P N] -pattern BYTES [-v] [-s SRCADDR] ... ADDR PORT
        smcat -l [-k] [--echo] [-n N] [-v] [-peer-speaks-smc] [-ueid NAME]... ADDR PORT
 
 netcat over SMC-R on a goroce device: stdin goes to the connection, the
 connection to stdout. At stdin's EOF the connection is shut down for
-writing (--end), and smcat exits once the peer closes.
+writing (--end), and smcat exits once the peer closes. With -pattern it
+checks an echo peer instead: each of -P connections sends generated data
+and compares what comes back.
 
 SMC is spoken only to a peer known to speak it. As root, smcat puts the
 SMC TCP option into its handshakes (as Linux does) and speaks SMC to peers

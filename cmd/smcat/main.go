@@ -103,6 +103,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var code int
 	if o.listen {
 		code = serve(ctx, &o, &cfg, stdin, stdout, log)
+	} else if o.pattern > 0 {
+		code = dialPattern(ctx, &o, &cfg, stdout, log)
 	} else {
 		code = dial(ctx, &o, &cfg, stdin, stdout, log)
 	}

@@ -293,6 +293,43 @@ func TestEnds(t *testing.T) {
 	}
 }
 
+// -P with -pattern: the connections share one link group, each checks its
+// own echo, and each has its line on stdout, for every way to end.
+func TestPattern(t *testing.T) {
+	setRunDir(t)
+	ctx := context.Background()
+	tests := []struct {
+		end, srvEnd string
+		extra       []string
+		want        string // per connection line, after "conn N: "
+	}{
+		{"shut", "shut", nil, "300000 bytes sent, 300000 echoed and checked, ended (shut)"},
+		{"close", "shut", nil, "300000 bytes sent, 300000 echoed and checked, ended (close)"},
+		{"shut", "abort", []string{"--peer-abort"}, "the peer aborted as expected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.end+"/"+tt.srvEnd, func(t *testing.T) {
+			sa, ca := hostPair(t)
+			srv, port := listen(t, ctx, nil, args("-v", "-l", "-k", "-n", "4", "--echo", "--end", tt.srvEnd, sa.String(), "0")...)
+			cli := start(t, ctx, strings.NewReader(""), args(append(tt.extra, "-v", "-P", "4", "-pattern", "300000", "--end", tt.end, "-s", ca.String(), sa.String(), port)...)...)
+			require.Equal(t, 0, cli.wait(t), "%s\n%s", cli.stdout, cli.stderr)
+			require.Equal(t, 0, srv.wait(t), srv.stderr.String())
+			for i := range 4 {
+				assert.Regexp(t, fmt.Sprintf(`(?m)^conn %d: .*%s`, i, regexp.QuoteMeta(tt.want)), cli.stdout.String())
+			}
+			// One link group: the first connection's contact is the only first one.
+			assert.Equal(t, 1, strings.Count(srv.stderr.String(), "first contact"), srv.stderr.String())
+		})
+	}
+	// A peer that is not an echo: the first differing byte is named.
+	sa, ca := hostPair(t)
+	srv, port := listen(t, ctx, strings.NewReader("not the pattern"), args("-v", "-l", sa.String(), "0")...)
+	cli := start(t, ctx, strings.NewReader(""), args("-pattern", "1000", "-s", ca.String(), sa.String(), port)...)
+	assert.Equal(t, exitConn, cli.wait(t))
+	assert.Contains(t, cli.stdout.String(), "conn 0: 1000 bytes sent, 0 echoed and checked, the echo differs at byte 0")
+	srv.wait(t)
+}
+
 // A client whose peer aborts without --peer-abort fails with exit 1 and
 // says so.
 func TestReportReset(t *testing.T) {
@@ -382,6 +419,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-l", "-n", "-1", "127.0.0.1", "80"}, "want a count"},
 		{[]string{"-x", "127.0.0.1", "80"}, "flag provided but not defined: -x"},
 		{[]string{"--linger", "-1s", "127.0.0.1", "80"}, "must not be negative"},
+		{[]string{"-P", "2", "127.0.0.1", "80"}, "-P 2 needs -pattern"},
+		{[]string{"-P", "0", "-pattern", "10", "127.0.0.1", "80"}, "want 1 to 255 connections"},
+		{[]string{"-pattern", "-5", "127.0.0.1", "80"}, "want a byte count"},
+		{[]string{"-l", "-pattern", "5", "127.0.0.1", "80"}, "-P and -pattern go with dialing"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -403,15 +444,15 @@ func TestParseArgs(t *testing.T) {
 		args []string
 		want options
 	}{
-		{[]string{"-lkv", "127.0.0.1", "5000"}, options{listen: true, keep: true, verbose: true, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
-		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{listen: true, echo: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"-lkv", "127.0.0.1", "5000"}, options{parallel: 1, listen: true, keep: true, verbose: true, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{parallel: 1, listen: true, echo: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
 		{[]string{"-v", "-ueid", "A", "-ueid", "B", "-s", "::ffff:127.0.0.2", "--linger", "0", "127.0.0.1", "5000"},
-			options{verbose: true, ueids: []string{"A", "B"}, src: netip.MustParseAddr("127.0.0.2"), end: "shut", addr: "127.0.0.1", port: "5000"}},
+			options{parallel: 1, verbose: true, ueids: []string{"A", "B"}, src: netip.MustParseAddr("127.0.0.2"), end: "shut", addr: "127.0.0.1", port: "5000"}},
 		{[]string{"-v", "-ueid", "GOROCE-INTEROP-UEID", "-l", "-k", "--echo", "-n", "8", "198.18.0.1", "20000"},
-			options{verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", linger: defaultLinger, addr: "198.18.0.1", port: "20000"}},
+			options{parallel: 1, verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", linger: defaultLinger, addr: "198.18.0.1", port: "20000"}},
 		{[]string{"-v", "-ueid", "U", "--linger", "3s", "-s", "198.18.0.1", "--end", "abort", "198.18.0.11", "20000"},
-			options{verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
-		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+			options{parallel: 1, verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
+		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{parallel: 1, listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

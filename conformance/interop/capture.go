@@ -105,9 +105,13 @@ type captureCheck struct {
 	// covering it appears after it.
 	lastReq      map[string]uint32
 	lastReqAcked map[string]bool
+	smc          *smcWire // the SMC messages (CLC, LLC, CDC) by sender
+	// Per source address: its last message's history (flaky.go).
+	lastMsg map[string]*msgHistory
+	lastAt  map[string]float64 // time of its last packet
 }
 
-var textLineRE = regexp.MustCompile(`^\S+ (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
+var textLineRE = regexp.MustCompile(`^(\S+) (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
 
 // psnAtOrAfter reports whether a is b or up to 2^23 PSNs after it.
 func psnAtOrAfter(a, b uint32) bool { return (a-b)&0xFFFFFF < 1<<23 }
@@ -147,7 +151,8 @@ func checkCapture(ctx context.Context, rocedump, file string) (*captureCheck, er
 }
 
 func newCaptureCheck() *captureCheck {
-	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}}
+	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}, smc: newSMCWire(),
+		lastMsg: map[string]*msgHistory{}, lastAt: map[string]float64{}}
 }
 
 // addJSON counts rocedump -json's lines: ICRC results and NAKs.
@@ -187,23 +192,33 @@ func (cc *captureCheck) addJSON(out string) error {
 // each source's last request packet was ACKed.
 func (cc *captureCheck) addText(out string) {
 	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " smc ") {
+			cc.smc.add(l)
+		}
 		m := textLineRE.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		from, to, op := m[1], m[2], m[3]
+		t, _ := strconv.ParseFloat(m[1], 64)
+		from, to, op := m[2], m[3], m[4]
 		cc.bySrc[from]++
-		psn64, _ := strconv.ParseUint(m[4], 10, 32)
+		cc.lastAt[from] = t
+		psn64, _ := strconv.ParseUint(m[5], 10, 32)
 		psn := uint32(psn64)
 		switch {
 		case strings.HasPrefix(op, "RDMA_READ_RESPONSE"):
 		case strings.HasSuffix(op, "_LAST") || strings.HasSuffix(op, "_ONLY") ||
 			strings.Contains(op, "_LAST_WITH_") || strings.Contains(op, "_ONLY_WITH_"):
+			cc.sentReq(from, psn)
 			cc.lastReq[from] = psn
 			cc.lastReqAcked[from] = false
+			cc.sentLast(from, psn, t)
+		case strings.HasSuffix(op, "_FIRST") || strings.HasSuffix(op, "_MIDDLE"):
+			cc.sentReq(from, psn)
 		case op == "ACKNOWLEDGE" && strings.Contains(l, "aeth(ACK"):
 			if p, ok := cc.lastReq[to]; ok && psnAtOrAfter(psn, p) {
 				cc.lastReqAcked[to] = true
+				cc.ackedLast(to, t)
 			}
 		}
 	}

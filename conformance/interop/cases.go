@@ -104,6 +104,8 @@ func (c *testCase) port(idx int) int { return 18515 + idx }
 
 // testCase is one case.
 type testCase struct {
+	guest  guestKind // the guest it needs
+	smc    *smcSpec  // an SMC-R case (tool is then nil)
 	tool   *tool
 	server side
 	size   int
@@ -116,6 +118,9 @@ type testCase struct {
 }
 
 func (c *testCase) name() string {
+	if c.smc != nil {
+		return c.smcName()
+	}
 	s := fmt.Sprintf("%s s=%d m=%d n=%d", c.tool.name, c.size, c.mtu, c.iters)
 	if c.events {
 		s += " -e"
@@ -132,10 +137,21 @@ func (c *testCase) name() string {
 	return s
 }
 
+// direction says who serves and who connects.
+func (c *testCase) direction() string {
+	if c.smc != nil {
+		return c.smcDirection()
+	}
+	return c.server.String()
+}
+
 // slug is the case's name as a file name.
 func (c *testCase) slug() string {
 	s := c.name() + " " + map[side]string{guestServer: "rxesrv", goroceServer: "gorocesrv"}[c.server]
-	return strings.NewReplacer(" ", "_", "=", "", "%", "pct", "-", "").Replace(s)
+	if c.smc != nil {
+		s = c.name() + " " + map[side]string{guestServer: "kernelsrv", goroceServer: "gorocesrv"}[c.server]
+	}
+	return strings.NewReplacer(" ", "_", "=", "", "%", "pct", "-", "", ",", "_", ":", "", "/", "_").Replace(s)
 }
 
 // nicMTU is the Ethernet MTU the case needs.
@@ -187,7 +203,7 @@ func cases() []testCase {
 	// back N.
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5})...)
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
-	return cs
+	return append(cs, smcCases()...)
 }
 
 // perf is what a program reports.

@@ -43,7 +43,7 @@ var userPackages = []string{
 var guestModules = []string{
 	"virtio_pci", "virtio_net", "crc32_generic",
 	"ib_core", "ib_uverbs", "ib_umad", "iw_cm", "ib_cm", "rdma_cm", "rdma_ucm",
-	"rdma_rxe", "smc",
+	"rdma_rxe", "smc", "smc_diag",
 	// Loss: netem on eth0, and on an ifb that eth0's ingress is redirected to.
 	"sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred",
 }
@@ -65,6 +65,7 @@ type image struct {
 	dir, kernel, initrd string
 	kernelRelease       string
 	packages            []pkgVersion
+	cached              bool // found in the cache, not built now
 }
 
 type pkgVersion struct{ name, version, arch string }
@@ -134,6 +135,7 @@ func buildImage(ctx context.Context, cfg imageConfig) (*image, error) {
 	if rel, err := os.ReadFile(filepath.Join(img.dir, "release")); err == nil {
 		if _, err := os.Stat(img.initrd); err == nil {
 			img.kernelRelease = strings.TrimSpace(string(rel))
+			img.cached = true
 			cfg.logf("image %s (cached)", img.dir)
 			return img, nil
 		}

@@ -30,6 +30,15 @@ type result struct {
 	files     string           // path prefix of the case's files
 	raced     bool             // passed, but a side lost rc_pingpong's end race (see endRace)
 	firstTry  *result          // when this is a retry: the failed first attempt
+	tag       runTag           // which run of the case this is
+	on        guestKind        // the guest it ran on
+	skipped   bool             // not run, and not a failure (skipWhy says why)
+	skipWhy   string
+	reps      int         // under -repeat: runs done
+	repPass   int         // ... and passed
+	repFailed []*result   // ... and the failed ones
+	stall     string      // the guest's QP state while one side waited on the other
+	smc       *smcOutcome // an SMC case's statistics, link groups, host connections
 	start     time.Time
 	dur       time.Duration
 }
@@ -39,6 +48,15 @@ func (r *result) fail(format string, args ...any) {
 }
 
 func (r *result) verdict() string {
+	if r.skipped {
+		return "SKIP"
+	}
+	if r.reps > 0 {
+		if r.pass {
+			return fmt.Sprintf("PASS %d/%d", r.repPass, r.reps)
+		}
+		return fmt.Sprintf("FAIL %d/%d", r.reps-r.repPass, r.reps)
+	}
 	if r.pass && r.firstTry != nil {
 		return "FLAKY"
 	}
@@ -53,8 +71,8 @@ func (r *result) verdict() string {
 
 // runCase runs one case: environment, capture, the two programs, the
 // capture check, the verdict.
-func (h *harness) runCase(ctx context.Context, idx int, c *testCase, attempt int) *result {
-	r := &result{name: c.name(), dir: c.server.String(), iters: c.iters, start: time.Now(), guestRC: -1, goroceRC: -1}
+func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag) *result {
+	r := &result{name: c.name(), dir: c.direction(), iters: c.iters, start: time.Now(), guestRC: -1, goroceRC: -1, tag: tag}
 	defer func() { // runs last: after the verdict's defer below
 		r.dur = time.Since(r.start)
 		r.pass = len(r.reasons) == 0
@@ -63,12 +81,8 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, attempt int
 		r.fail("setting up MTU/loss: %v", err)
 		return r
 	}
-	base := filepath.Join(h.out, "cases", fmt.Sprintf("%02d-%s", idx, c.slug()))
-	portIdx := idx // a retry gets ports of its own
-	if attempt > 1 {
-		base += fmt.Sprintf("-try%d", attempt)
-		portIdx += 1000 * (attempt - 1)
-	}
+	base := filepath.Join(h.out, "cases", fmt.Sprintf("%02d-%s", idx, c.slug())) + tag.suffix()
+	portIdx := tag.portIdx(idx) // a retry or repetition gets ports of its own
 	r.files = base
 	before, _ := h.rxeCounters(ctx)
 	capt, err := startCapture(ctx, h.ns, h.ps, base+".pcap")
@@ -233,6 +247,9 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 
 	const grace = 10 * time.Second
 	deadline := time.Now().Add(time.Duration(t+15) * time.Second)
+	// Both programs stop at their own time limit (t): a stall in which
+	// neither exits first is probed just before.
+	probeAt := time.Now().Add(time.Duration(t)*time.Second - stallProbeBefore)
 	var hostDone, guestDone time.Time
 	lastPoll := time.Time{}
 	for {
@@ -249,6 +266,18 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 			}
 			if rc == 0 {
 				guestDone = now
+			}
+		}
+		if r.stall == "" && hostDone.IsZero() && guestDone.IsZero() && now.After(probeAt) {
+			r.stall = h.stallProbe(ctx, base)
+		}
+		if r.stall == "" && (hostDone.IsZero() != guestDone.IsZero()) {
+			done := hostDone
+			if done.IsZero() {
+				done = guestDone
+			}
+			if now.Sub(done) > stallProbeAfter {
+				r.stall = h.stallProbe(ctx, base)
 			}
 		}
 		switch {
@@ -272,6 +301,28 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 	}
 	collectGoroce()
 	collectGuest(0)
+}
+
+// stallProbeAfter is how long one side may wait for the other before the
+// harness records the guest's QP state (stallProbe).
+const stallProbeAfter = 2 * time.Second
+
+// stallProbeBefore is how long before the programs' own time limit the
+// harness records the guest's QP state when neither has exited.
+const stallProbeBefore = 5 * time.Second
+
+// stallProbe records, while one program has exited and the other still
+// waits, the guest's view: its QPs (rdma res show qp: sq-psn is rxe's
+// requester PSN, rq-psn its responder's expected PSN), rxe0's counters and
+// the kernel log's tail, in base.stall.txt. This is the state a stalled
+// rxe is in, which is gone once its program is stopped.
+func (h *harness) stallProbe(ctx context.Context, base string) string {
+	out, _, err := h.vm.run(ctx, 20*time.Second, "echo '# rdma res show qp'; rdma res show qp; echo '# hw_counters'; grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/*; echo '# dmesg'; dmesg | tail -n 3000")
+	if err != nil {
+		out += fmt.Sprintf("\n(probe: %v)", err)
+	}
+	os.WriteFile(base+".stall.txt", []byte(out+"\n"), 0o644)
+	return out
 }
 
 // startGoroce starts goroce's program in the namespace, its output (stdout

@@ -83,7 +83,9 @@ func bootVM(ctx context.Context, ns *netns, ps *procs, cfg vmConfig) (*vm, error
 		"-nodefaults", "-no-user-config", "-display", "none", "-vga", "none", "-no-reboot",
 		"-m", strconv.Itoa(cfg.memMB), "-smp", strconv.Itoa(cfg.cpus),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
-		"-append", "console=ttyS0,115200 panic=-1 loglevel=6 mitigations=off net.ifnames=0 rdinit=/init",
+		// log_buf_len: room in the kernel log for dynamic debug traces
+		// (-guest-prep) that the stall probe reads back.
+		"-append", "console=ttyS0,115200 panic=-1 loglevel=6 log_buf_len=8M mitigations=off net.ifnames=0 rdinit=/init",
 		"-serial", "file:" + v.console,
 		// wait=on: QEMU starts the guest only once we are connected, so
 		// nothing the guest says on the job channel is lost.
