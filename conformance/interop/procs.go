@@ -212,6 +212,15 @@ func (n *netns) command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", n.name, name}, args...)...)
 }
 
+// netCommand is command for a program that needs the host's mounts: it
+// enters only the namespace's network. ip netns exec also gives the
+// program a mount namespace with a fresh /sys, which hides the cgroup v2
+// mount that smcat's SMC TCP option (a sock_ops BPF program attached to
+// its cgroup) needs.
+func (n *netns) netCommand(name string, args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + n.name, "--", name}, args...)...)
+}
+
 func (n *netns) delete(ctx context.Context) error {
 	out, err := runOut(context.WithoutCancel(ctx), "ip", "netns", "del", n.name)
 	if err != nil {

@@ -334,6 +334,9 @@ func (h *harness) startGoroce(argv []string, base string) (*proc, error) {
 	}
 	defer f.Close()
 	cmd := h.ns.command(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
+	if argv[0] == smcatProg {
+		cmd = h.ns.netCommand(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	os.WriteFile(base+".goroce.cmd", []byte(strings.Join(cmd.Args, " ")+"\n"), 0o644)
 	return h.ps.start("goroce "+argv[0], cmd)

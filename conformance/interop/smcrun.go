@@ -274,7 +274,7 @@ func (h *harness) smcGoroceClient(ctx context.Context, c *testCase, r *result, p
 		conns = h.patternClients(ctx, c, prog, argv[1:], deadline)
 	default:
 		for i := range conns {
-			if conns[i] = driveClient(ctx, start, h.ns.command(prog, argv[1:]...), i, c.smc.sizes, c.smc.idle, waitEcho, deadline); conns[i].rc != 0 {
+			if conns[i] = driveClient(ctx, start, h.ns.netCommand(prog, argv[1:]...), i, c.smc.sizes, c.smc.idle, waitEcho, deadline); conns[i].rc != 0 {
 				conns = conns[:i+1]
 				break
 			}
@@ -296,7 +296,7 @@ func (h *harness) smcGoroceClient(ctx context.Context, c *testCase, r *result, p
 // patternClients runs one smcat -P -pattern process for the case's
 // connections and reads their outcomes from its stdout.
 func (h *harness) patternClients(ctx context.Context, c *testCase, prog string, args []string, deadline time.Time) []hostConn {
-	cmd := h.ns.command(prog, args...)
+	cmd := h.ns.netCommand(prog, args...)
 	var stdout, stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	p, err := h.ps.start("goroce smcat -P", cmd)

@@ -61,7 +61,7 @@ func cgroup2Mount(r io.Reader) (mountpoint, root string, err error) {
 	if err := sc.Err(); err != nil {
 		return "", "", fmt.Errorf("%w: reading mountinfo: %v", ErrUnsupported, err)
 	}
-	return "", "", fmt.Errorf("%w: no cgroup v2 file system is mounted (no cgroup2 line in /proc/self/mountinfo): mount one (mount -t cgroup2 none /sys/fs/cgroup/unified) or run on a host that has one", ErrUnsupported)
+	return "", "", fmt.Errorf("%w: no cgroup v2 file system is mounted (no cgroup2 line in /proc/self/mountinfo): mount one (mount -t cgroup2 none /sys/fs/cgroup/unified) or run on a host that has one; under ip netns exec, which mounts a fresh /sys that hides it, enter only the network namespace instead (nsenter --net=/run/netns/NAME)", ErrUnsupported)
 }
 
 // cgroup2Path returns the path of the unified (v2) hierarchy in a
