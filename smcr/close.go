@@ -73,7 +73,9 @@ func (s *smcConn) close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	abort := s.produced > s.consumed || (s.err != nil && !s.peerAborted) || s.peerAborted
+	// Bytes a WriteTo has handed to its writer are read: the application
+	// may have them already (and may close because it has them).
+	abort := s.produced > s.consumed+s.handed || (s.err != nil && !s.peerAborted) || s.peerAborted
 	active := !s.peerClosed && !s.peerDoneWriting && !s.peerAborted
 	s.closed = true
 	s.aborted = abort

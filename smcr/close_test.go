@@ -75,6 +75,17 @@ func TestCloseOrders(t *testing.T) {
 			waitErr(t, func() error { _, err := s.Write([]byte("x")); return err })
 			require.NoError(t, s.Close())
 		}},
+		{"a WriteTo's writer that closes once it has everything closes, not aborts", func(t *testing.T, c, s net.Conn) {
+			_, err := s.Write(data[:1000])
+			require.NoError(t, err)
+			w := &closeAt{c: c, n: 1000}
+			_, err = c.(io.WriterTo).WriteTo(w)
+			require.Error(t, err, "WriteTo ends with its own Close")
+			require.Equal(t, 1000, w.got)
+			_, err = io.ReadAll(s)
+			require.NoError(t, err, "the peer reads io.EOF, no reset")
+			require.NoError(t, s.Close())
+		}},
 		{"reads and writes after Close fail", func(t *testing.T, c, s net.Conn) {
 			require.NoError(t, c.Close())
 			_, err := c.Read(make([]byte, 1))
@@ -124,3 +135,19 @@ func waitErr(t *testing.T, op func() error) {
 }
 
 var _ = errors.Is
+
+// closeAt is a writer that closes c once it got n bytes, from inside
+// Write, as an application closes a connection once it has what it wants.
+type closeAt struct {
+	c   net.Conn
+	n   int
+	got int
+}
+
+func (w *closeAt) Write(p []byte) (int, error) {
+	w.got += len(p)
+	if w.got >= w.n {
+		w.c.Close()
+	}
+	return len(p), nil
+}

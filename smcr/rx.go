@@ -148,12 +148,14 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 		size := uint64(len(s.rmb))
 		off := s.consumed % size
 		chunk := s.rmb[off : off+min(avail, size-off)]
+		s.handed = uint64(len(chunk))
 		s.mu.Unlock()
 		// The peer writes only into free space: the bytes of chunk stay
 		// as they are until the consumer cursor moves past them.
 		n, err := w.Write(chunk)
 		s.mu.Lock()
 		s.consumed += uint64(n)
+		s.handed = 0
 		update := s.updateDueLocked()
 		s.mu.Unlock()
 		total += int64(n)

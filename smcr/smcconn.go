@@ -60,6 +60,7 @@ type smcConn struct {
 	produced  uint64
 	prodC     smcwire.Cursor
 	consumed  uint64
+	handed    uint64 // past consumed: in a WriteTo's hands, read as far as Close is concerned
 	announced uint64
 	txSeq     uint16
 	rxSeq     uint16

@@ -84,6 +84,27 @@ func (w *watchBuffer) waitMatch(t *testing.T, re *regexp.Regexp, done <-chan int
 	}
 }
 
+// waitLen waits until n bytes were written.
+func (w *watchBuffer) waitLen(t *testing.T, n int, done <-chan int) {
+	t.Helper()
+	deadline := time.After(waitWait)
+	for {
+		w.mu.Lock()
+		got, ch := w.b.Len(), w.grw
+		w.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case code := <-done:
+			t.Fatalf("exited (%d) after %d of %d bytes", code, got, n)
+		case <-deadline:
+			t.Fatalf("%d of %d bytes in %v", got, n, waitWait)
+		}
+	}
+}
+
 // instance is smcat run in this process.
 type instance struct {
 	stdout, stderr *watchBuffer
@@ -328,6 +349,29 @@ func TestPattern(t *testing.T) {
 	assert.Equal(t, exitConn, cli.wait(t))
 	assert.Contains(t, cli.stdout.String(), "conn 0: 1000 bytes sent, 0 echoed and checked, the echo differs at byte 0")
 	srv.wait(t)
+}
+
+// A client that closes (--end close) only after its whole echo is back
+// closes without unread data: the peer sees an orderly close, no abort.
+func TestCloseAfterEcho(t *testing.T) {
+	setRunDir(t)
+	ctx := context.Background()
+	for _, size := range []int{1, 1025, 66561} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			sa, ca := hostPair(t)
+			srv, port := listen(t, ctx, nil, args("-v", "-l", "--echo", sa.String(), "0")...)
+			data := randomBytes(t, size)
+			cli := start(t, ctx, nil, args("-v", "--end", "close", "-s", ca.String(), sa.String(), port)...)
+			_, err := cli.stdinW.Write(data)
+			require.NoError(t, err)
+			cli.stdout.waitLen(t, size, cli.done)
+			cli.stdinW.Close()
+			require.Equal(t, 0, cli.wait(t), cli.stderr.String())
+			require.Equal(t, 0, srv.wait(t), srv.stderr.String())
+			assert.Contains(t, cli.stderr.String(), fmt.Sprintf("ended (close): %d bytes sent, %d received", size, size))
+			assert.True(t, bytes.Equal(data, []byte(cli.stdout.String())), "the whole echo")
+		})
+	}
 }
 
 // A client whose peer aborts without --peer-abort fails with exit 1 and
