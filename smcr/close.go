@@ -16,6 +16,7 @@ import (
 //	                                 done_writing if sent)      peer closed too (or at closeWait)
 //	Close with unread data, or       peer_conn_abort (with      the connection ends at once
 //	  after an error or a peer abort done_writing if sent)
+//	  or after SetLinger(0)
 //
 // The flags are cumulative, as Linux's: a CDC repeats every flag sent
 // before. The TCP connection follows as Linux's internal socket does:
@@ -75,7 +76,7 @@ func (s *smcConn) close() error {
 	}
 	// Bytes a WriteTo has handed to its writer are read: the application
 	// may have them already (and may close because it has them).
-	abort := s.produced > s.consumed+s.handed || (s.err != nil && !s.peerAborted) || s.peerAborted
+	abort := s.produced > s.consumed+s.handed || (s.err != nil && !s.peerAborted) || s.peerAborted || s.abortOnClose
 	active := !s.peerClosed && !s.peerDoneWriting && !s.peerAborted
 	s.closed = true
 	s.aborted = abort

@@ -86,6 +86,13 @@ func TestCloseOrders(t *testing.T) {
 			require.NoError(t, err, "the peer reads io.EOF, no reset")
 			require.NoError(t, s.Close())
 		}},
+		{"SetLinger(0) makes Close abort with nothing unread", func(t *testing.T, c, s net.Conn) {
+			require.NoError(t, c.(*smcr.Conn).SetLinger(0))
+			require.NoError(t, c.Close())
+			_, err := io.ReadAll(s)
+			require.Error(t, err, "the server sees the reset")
+			require.NoError(t, s.Close())
+		}},
 		{"reads and writes after Close fail", func(t *testing.T, c, s net.Conn) {
 			require.NoError(t, c.Close())
 			_, err := c.Read(make([]byte, 1))

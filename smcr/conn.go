@@ -116,6 +116,21 @@ func (c *Conn) Close() error {
 	return err
 }
 
+// SetLinger sets what Close does with a connection's unfinished business,
+// as TCP's SO_LINGER: sec 0 makes Close abort (SMC-R: peer_conn_abort,
+// whatever is unread; over TCP fallback: a reset), for a peer that must
+// see an abort; a negative or positive sec keeps the default (an orderly
+// close unless data is unread).
+func (c *Conn) SetLinger(sec int) error {
+	if c.smc != nil {
+		c.smc.mu.Lock()
+		c.smc.abortOnClose = sec == 0
+		c.smc.mu.Unlock()
+		return nil
+	}
+	return c.tcp.SetLinger(sec)
+}
+
 // closeTCP closes the TCP connection and drops what the stack holds for
 // it; once.
 func (c *Conn) closeTCP() {

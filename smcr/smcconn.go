@@ -61,10 +61,12 @@ type smcConn struct {
 	prodC     smcwire.Cursor
 	consumed  uint64
 	handed    uint64 // past consumed: in a WriteTo's hands, read as far as Close is concerned
-	announced uint64
-	txSeq     uint16
-	rxSeq     uint16
-	rxSeen    bool // a CDC has arrived (rxSeq is valid)
+	// abortOnClose: SetLinger(0), Close aborts.
+	abortOnClose bool
+	announced    uint64
+	txSeq        uint16
+	rxSeq        uint16
+	rxSeen       bool // a CDC has arrived (rxSeq is valid)
 	// The peer's producer flags from its last CDC.
 	peerWantsUpdate bool
 	peerBlocked     bool

@@ -78,7 +78,10 @@ func stream(ctx context.Context, c *smcr.Conn, in io.Reader, out io.Writer, o *o
 		if o.end == endShut {
 			return c.CloseWrite()
 		}
-		closeNow() // abort if data is unread, as Linux's close
+		if o.end == endAbort {
+			_ = c.SetLinger(0) // an abort whether or not the echo has arrived yet
+		}
+		closeNow() // with close: an abort too if data is unread, as Linux's close
 		return nil
 	}
 	var sent atomic.Int64
@@ -149,8 +152,7 @@ func (r result) classify() result {
 }
 
 // echo sends back what c sends until its EOF, then ends the connection as
-// o.end says; with abort it reads one byte and closes with the rest
-// unread (the peer sees an abort if more had arrived).
+// o.end says; with abort it reads one byte and aborts.
 func echo(ctx context.Context, c *smcr.Conn, o *options) result {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -163,6 +165,7 @@ func echo(ctx context.Context, c *smcr.Conn, o *options) result {
 		if err != nil {
 			r.err = fmt.Errorf("receive: %w", err)
 		}
+		_ = c.SetLinger(0) // an abort even if nothing more has arrived yet
 		return r.stopped(ctx).classify()
 	}
 	buf := make([]byte, 64<<10)

@@ -2,6 +2,7 @@ package device
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 )
@@ -16,7 +17,15 @@ type qpTable struct {
 
 type qpSlot struct{ h QPHandler }
 
-func (t *qpTable) init() { t.slots = make([]atomic.Pointer[qpSlot], MaxQP) }
+// init starts the numbering at a random slot: a new process's first QP
+// then does not take the number its predecessor's peers may still be
+// retransmitting to (a peer's packets for a QP that is gone would meet a
+// new QP with the same number and be NAKed as out of sequence), and a
+// stranger cannot guess a QP number.
+func (t *qpTable) init() {
+	t.slots = make([]atomic.Pointer[qpSlot], MaxQP)
+	t.next = rand.IntN(MaxQP)
+}
 
 func (t *qpTable) add(h QPHandler) (uint32, error) {
 	t.mu.Lock()
