@@ -100,7 +100,8 @@ type Config struct {
 	MaxConnsPerLinkGroup int
 	// LinkGroupLinger is how long a server's link group without
 	// connections stays up for reuse (0: 10 minutes, as Linux); a client's
-	// stays 10 s longer, so that the server ends it.
+	// stays longer (10 s, as Linux, or for a linger under 20 s half of it
+	// but at least 1 s), so that the server ends it.
 	LinkGroupLinger time.Duration
 	// TestLinkInterval is how long a link stays idle before a TEST_LINK
 	// checks it (0: 30 s, Linux's default; negative: never).

@@ -93,16 +93,19 @@ type lgrEvent struct {
 var nextLinkGroupID atomic.Uint32
 
 // lingerOf is how long a group of role r stays without connections: a
-// client's 10 s longer than a server's, as Linux (600 s / 610 s), so that
-// the server ends the group (DELETE_LINK) and a client never ends one a
-// server has just chosen for a new connection.
+// client's longer than a server's, as Linux's (600 s / 610 s), so that the
+// server ends the group (DELETE_LINK) and a client never ends one a server
+// has just chosen for a new connection. The margin covers a CLC handshake:
+// Linux's 10 s, or half a shorter linger but at least a second (a
+// short-lived program with a short linger need not wait 10 s more).
 func lingerOf(r role, linger time.Duration) time.Duration {
 	if r == roleClient {
-		return linger + clientExtraLinger
+		return linger + min(clientExtraLinger, max(time.Second, linger/2))
 	}
 	return linger
 }
 
+// clientExtraLinger is Linux's margin of a client's linger.
 const clientExtraLinger = 10 * time.Second
 
 // newLinkGroup creates a link group on s with its first link (QP in INIT,

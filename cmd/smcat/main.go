@@ -159,7 +159,7 @@ func setupError(err error, log *logger) string {
 // DELETE_LINK instead of a link that vanished with the process. A
 // signal does not cut this short; a second one ends the process.
 func waitLinkGroups(linger time.Duration, log *logger) {
-	limit := linger + 10*time.Second
+	limit := linger + 20*time.Second // a client's groups linger up to 10 s longer, then DELETE_LINK
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := smcr.WaitIdle(ctx); err != nil {
