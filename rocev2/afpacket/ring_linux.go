@@ -141,10 +141,13 @@ func (r *ring) fill(slots []ringSlot, bufs []byte, bufSize int) int {
 			*s = ringSlot{pktType: f.pktType, status: f.status}
 			if f.cut || len(f.data) > bufSize {
 				s.drop = rocev2.ErrDatagram // longer than a block or a buffer: never cut to look right
-				continue
+			} else {
+				copy(s.vnet[:], f.vnet)
+				s.size = copy(bufs[(n-1)*bufSize:n*bufSize], f.data)
 			}
-			copy(s.vnet[:], f.vnet)
-			s.size = copy(bufs[(n-1)*bufSize:n*bufSize], f.data)
+			if r.walk.left == 0 {
+				r.giveBack() // its last record: the kernel may have the block now
+			}
 		case walkBad:
 			r.bad.Add(1)
 			r.giveBack()
