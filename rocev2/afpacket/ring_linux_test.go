@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,45 @@ func TestRingPartialBlock(t *testing.T) {
 	require.NoError(t, b.Close())
 	_, err = b.TryReceive(pkts)
 	require.ErrorIs(t, err, rocev2.ErrBackendClosed)
+}
+
+func TestParseReceiveMode(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ReceiveMode
+		err  bool
+	}{{"", ReceiveMmsg, false}, {"mmsg", ReceiveMmsg, false}, {"ring", ReceiveRing, false}, {"tpacket", 0, true}} {
+		got, err := ParseReceiveMode(tc.in)
+		if tc.err {
+			assert.ErrorContains(t, err, "use mmsg", "%q", tc.in)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+		assert.Equal(t, tc.want, must(ParseReceiveMode(got.String())), "String parses back")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestRingRequest: the defaults make a ring the kernel takes (whole pages,
+// frames dividing the block), and the retire timeout is rounded up to
+// whole milliseconds, never 0 (which would ask the kernel for its own).
+func TestRingRequest(t *testing.T) {
+	req, err := ringRequest(Config{}.withDefaults().Ring)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(DefaultRingBlockSize), req.Block_size)
+	assert.Equal(t, uint32(DefaultRingBlocks), req.Block_nr)
+	assert.Zero(t, req.Block_size%req.Frame_size)
+	assert.Equal(t, req.Block_size/req.Frame_size*req.Block_nr, req.Frame_nr)
+	assert.Equal(t, uint32(1), req.Retire_blk_tov)
+
+	req, err = ringRequest(RingConfig{BlockSize: 1 << 16, Blocks: 2, Retire: 1500 * time.Microsecond})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), req.Retire_blk_tov)
 }

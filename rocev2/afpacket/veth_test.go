@@ -394,6 +394,9 @@ func TestOpenErrors(t *testing.T) {
 		{"unknown interface", afpacket.Config{Interface: "nosuch0"}, "nosuch0"},
 		{"loopback", afpacket.Config{Interface: "lo"}, "use the UDP backend"},
 		{"address not on the interface", afpacket.Config{Interface: p.IfA, Addr: netip.MustParseAddr("198.18.99.1")}, "not an address of"},
+		{"ring block not whole pages", afpacket.Config{Interface: p.IfA, Receive: afpacket.ReceiveRing, Ring: afpacket.RingConfig{BlockSize: 5000}}, "multiple of the page size"},
+		{"ring larger than the kernel maps", afpacket.Config{Interface: p.IfA, Receive: afpacket.ReceiveRing, Ring: afpacket.RingConfig{BlockSize: 1 << 20, Blocks: 1 << 16}}, "under 4 GiB"},
+		{"unknown receive mode", afpacket.Config{Interface: p.IfA, Receive: 7}, "ReceiveMode(7)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := vethtest.In(p.NSA, func() error {
