@@ -49,7 +49,7 @@ bench-cq:
 	$(GO) build -o bin/ ./cmd/cq-bench
 	./bin/cq-bench -duration $(CQDURATION) -csv $(OUT)/cq-bench.csv
 
-## bench-afpacket: as root, roce-perf over veth between two namespaces, AF_PACKET vs UDP backend interleaved (ROUNDS, BENCHSECS)
+## bench-afpacket: as root, roce-perf over veth between two namespaces, AF_PACKET (recvmmsg, TPACKET_V3 ring) vs UDP backend interleaved (ROUNDS, BENCHSECS)
 ROUNDS ?= 3
 BENCHSECS ?= 2
 .PHONY: bench-afpacket

@@ -92,6 +92,7 @@ The client chooses the tests; the server follows and exits when the client is do
 	}
 	local := fs.String("d", "", "local `address` the RoCE device binds (one per process, e.g. 127.0.0.1 and 127.0.0.2; default with -i: the interface's first)")
 	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW)")
+	fs.StringVar(&c.backend.Rx, "rx", "", "receive `mode` of -backend afpacket: mmsg (recvmmsg, the default) or ring (a TPACKET_V3 ring)")
 	fs.StringVar(&c.backend.Iface, "i", "", "network `interface` of the device (-backend afpacket); the address defaults to its first one")
 	fs.IntVar(&c.oobPort, "p", defaultOOBPort, "TCP `port` of the control connection (server: 0 picks a free one, see -ready)")
 	fs.IntVar(&c.rocePort, "port", 4791, "UDP `port` of the RoCE device (0: any free port; captures decode as RoCE only on 4791)")

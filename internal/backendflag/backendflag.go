@@ -4,6 +4,8 @@
 //	-backend udp       goroce's default: a UDP socket on the address and port
 //	-backend afpacket  whole Ethernet frames on an interface (needs CAP_NET_RAW)
 //	-i IFACE           the interface; the address defaults to its first one
+//	-rx mmsg|ring      the afpacket backend's receive path (roce-perf): recvmmsg
+//	                   (default) or a TPACKET_V3 ring
 //
 // The afpacket backend needs the interface (or an address the host has on
 // one, from which the interface follows); the UDP backend needs an
@@ -38,12 +40,19 @@ type Spec struct {
 	Iface string     // -i
 	Addr  netip.Addr // -d, if given
 	Port  uint16     // the UDP backend's port (0: 4791)
+	Rx    string     // -rx: the afpacket backend's receive mode, mmsg ("") or ring
 }
 
 // Check reports a choice that cannot work, in words that say what to type.
 func (s *Spec) Check() error {
+	if _, err := afpacket.ParseReceiveMode(s.Rx); err != nil {
+		return fmt.Errorf("-rx %q: use mmsg (recvmmsg, the default) or ring (a TPACKET_V3 ring)", s.Rx)
+	}
 	switch s.Kind {
 	case "", UDP:
+		if s.Rx != "" && s.Rx != "mmsg" {
+			return fmt.Errorf("-rx %s is a receive mode of -backend afpacket; the UDP backend has none", s.Rx)
+		}
 	case AFPacket:
 		if s.Iface == "" && !s.Addr.IsValid() {
 			return errors.New("-backend afpacket needs the interface: -i IFACE (e.g. -i eth0), or -d with an address of one")
@@ -131,7 +140,8 @@ func Open(s Spec, addr netip.Addr) (rocev2.Backend, string, error) {
 			return nil, "", err
 		}
 	}
-	b, err := afpacket.Open(afpacket.Config{Interface: iface, Addr: addr})
+	mode, _ := afpacket.ParseReceiveMode(s.Rx) // Check refused any other
+	b, err := afpacket.Open(afpacket.Config{Interface: iface, Addr: addr, Receive: mode})
 	if err != nil {
 		return nil, "", err
 	}

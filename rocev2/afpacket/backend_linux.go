@@ -40,6 +40,7 @@ type Backend struct {
 	neigh  *resolver
 	closed atomic.Bool
 	check  rxCheck
+	ring   *ring // the TPACKET_V3 ring of ReceiveRing; nil with recvmmsg
 
 	// tx is the send state; the mutex serializes Send calls (and the
 	// resolver's sends of parked packets), which share the preallocated
@@ -79,6 +80,7 @@ type Backend struct {
 		kernel  rxKernel
 		tryFn   func(fd uintptr)
 		peekFn  func(fd uintptr) bool
+		slots   []ringSlot // per buffer, what the ring copied into it
 	}
 }
 
@@ -98,23 +100,39 @@ func Open(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := openPacketSocket(&l, filter(l.addr), cfg.SocketBuffer)
+	var ringReq *unix.TpacketReq3
+	if cfg.Receive == ReceiveRing {
+		req, err := ringRequest(cfg.Ring)
+		if err != nil {
+			return nil, err
+		}
+		ringReq = &req
+	} else if cfg.Receive != ReceiveMmsg {
+		return nil, fmt.Errorf("afpacket: %v: use ReceiveMmsg or ReceiveRing", cfg.Receive)
+	}
+	f, mem, err := openPacketSocket(&l, filter(l.addr), cfg.SocketBuffer, ringReq)
 	if err != nil {
 		return nil, err
 	}
 	b, err := newBackend(l, f, cfg)
 	if err != nil {
 		f.Close()
+		if mem != nil {
+			_ = unix.Munmap(mem)
+		}
 		return nil, err
 	}
+	if mem != nil {
+		b.ring = newRing(mem, cfg.Ring.BlockSize, cfg.Ring.Blocks, true)
+	}
 	if b.hold, err = holdPort(l.addr.WithZone(l.name)); err != nil {
-		f.Close()
+		b.closeSocket()
 		return nil, err
 	}
 	nl, err := openNetlink()
 	if err != nil {
 		b.hold.Close()
-		f.Close()
+		b.closeSocket()
 		return nil, err
 	}
 	b.neigh = newResolver(b, nl, l.mtu)
@@ -148,6 +166,7 @@ func newBackend(l link, f *os.File, cfg Config) (*Backend, error) {
 	b.rx.names = make([][unix.SizeofSockaddrLinklayer]byte, b.batch)
 	b.rx.oob = make([]byte, b.batch*rxOOBLen)
 	b.rx.bufs = make([]byte, b.batch*b.rx.bufSize)
+	b.rx.slots = make([]ringSlot, b.batch)
 	for i := range b.rx.hdrs {
 		iov := &b.rx.iovs[i]
 		iov.Base = &b.rx.bufs[i*b.rx.bufSize]
@@ -187,6 +206,9 @@ type Stats struct {
 	// Unresolved counts packets dropped because their destination's MAC
 	// could not be learnt (or too many waited for it).
 	Unresolved uint64
+	// BadBlocks counts receive ring blocks (ReceiveRing) skipped, wholly
+	// or from the first record whose numbers lead outside the block.
+	BadBlocks uint64
 }
 
 // Stats returns the backend's counts.
@@ -195,10 +217,13 @@ func (b *Backend) Stats() Stats {
 	if b.neigh != nil {
 		s.Unresolved = b.neigh.dropped.Load()
 	}
+	if b.ring != nil {
+		s.BadBlocks = b.ring.bad.Load()
+	}
 	return s
 }
 
-// Close closes the packet socket, which wakes a blocked Receive with an
+// Close closes the packet socket (and unmaps its receive ring), which wakes a blocked Receive with an
 // error wrapping rocev2.ErrBackendClosed, stops the neighbour resolver and
 // gives UDP port 4791 back to the host. Closing twice is a no-op.
 func (b *Backend) Close() error {
@@ -209,11 +234,22 @@ func (b *Backend) Close() error {
 		b.neigh.stop()
 	}
 	b.rx.kernel.close()
-	err := b.file.Close()
+	err := b.closeSocket()
 	if b.hold != nil {
 		if herr := b.hold.Close(); err == nil {
 			err = herr
 		}
+	}
+	return err
+}
+
+// closeSocket closes the packet socket and unmaps its ring, which waits
+// for a Receive that is reading the ring (it holds the ring's lock only
+// while it reads, never while it waits).
+func (b *Backend) closeSocket() error {
+	err := b.file.Close()
+	if b.ring != nil {
+		b.ring.close()
 	}
 	return err
 }

@@ -23,9 +23,11 @@ import (
 // its reason. (Frames the kernel itself refuses to carry, such as ones
 // shorter than an Ethernet header or longer than the MTU, are fed through
 // the stand-in kernel instead: TestHostileMessages.)
-func TestVethHostileFrames(t *testing.T) {
+func TestVethHostileFrames(t *testing.T) { forModes(t, testVethHostileFrames) }
+
+func testVethHostileFrames(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
-	b := open(t, p.NSB, afpacket.Config{Interface: p.IfB})
+	b := open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB})
 	dev, err := device.New(device.Config{Backend: b})
 	require.NoError(t, err)
 	t.Cleanup(func() { dev.Close() })

@@ -21,12 +21,14 @@ import (
 // Neighbour resolution goes through the kernel: a destination behind a
 // gateway is sent to the gateway's MAC, and one the kernel cannot resolve
 // fails with an error that names it.
-func TestVethNeighbours(t *testing.T) {
+func TestVethNeighbours(t *testing.T) { forModes(t, testVethNeighbours) }
+
+func testVethNeighbours(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
 	// 198.19.x.0/24 is reached through B.
 	beyond := netip.AddrFrom4([4]byte{198, 19, p.A.As4()[2], 5})
 	vethtest.Run(t, "-n", p.NSA, "route", "add", netip.PrefixFrom(beyond, 24).Masked().String(), "via", p.B.String())
-	a := open(t, p.NSA, afpacket.Config{Interface: p.IfA})
+	a := open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA})
 	capB := newWireCapture(t, p.NSB, p.IfB)
 
 	t.Run("through a gateway", func(t *testing.T) {

@@ -167,7 +167,9 @@ func (c *wireCapture) drain() [][]byte {
 	}
 }
 
-func TestVethRC(t *testing.T) {
+func TestVethRC(t *testing.T) { forModes(t, testVethRC) }
+
+func testVethRC(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
 	for _, tc := range []struct {
 		name   string
@@ -182,7 +184,7 @@ func TestVethRC(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			capB := newWireCapture(t, p.NSB, p.IfB)
-			a := newRCNode(t, open(t, p.NSA, afpacket.Config{Interface: p.IfA, Addr: tc.a}))
+			a := newRCNode(t, open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA, Addr: tc.a}))
 			var bb rocev2.Backend
 			if tc.udpB {
 				require.NoError(t, vethtest.In(p.NSB, func() (err error) {
@@ -190,7 +192,7 @@ func TestVethRC(t *testing.T) {
 					return err
 				}))
 			} else {
-				bb = open(t, p.NSB, afpacket.Config{Interface: p.IfB, Addr: tc.b})
+				bb = open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB, Addr: tc.b})
 			}
 			b := newRCNode(t, bb)
 			a.connect(t, b, tc.gidIdx)

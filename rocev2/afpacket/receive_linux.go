@@ -68,7 +68,13 @@ func (b *Backend) WaitReadable() error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	if err := b.rx.kernel.waitReadable(); err != nil {
+	var err error
+	if b.ring != nil {
+		err = b.rc.Read(b.ring.readyFn)
+	} else {
+		err = b.rx.kernel.waitReadable()
+	}
+	if err != nil {
 		return b.ioError("wait", err)
 	}
 	return nil
@@ -77,6 +83,9 @@ func (b *Backend) WaitReadable() error {
 // recv reads up to want messages, waiting for the first one if wait is
 // set; the buffers of the previous ones are all handed out by now.
 func (b *Backend) recv(want int, wait bool) error {
+	if b.ring != nil {
+		return b.recvRing(want, wait)
+	}
 	b.resetHeaders()
 	n, err := b.rx.kernel.recvmmsg(b.rx.hdrs[:want], wait)
 	if err != nil {
@@ -121,8 +130,40 @@ func (b *Backend) drain(pkts []rocev2.Datagram) int {
 	return n
 }
 
+// recvRing copies up to want frames out of the ring, waiting in the
+// runtime poller for a block if wait is set and none is ready. The kernel
+// wakes the socket when it hands a block over.
+func (b *Backend) recvRing(want int, wait bool) error {
+	for {
+		n := b.ring.fill(b.rx.slots[:want], b.rx.bufs, b.rx.bufSize)
+		b.rx.count, b.rx.next, b.rx.seg = n, 0, 0
+		if n > 0 || !wait {
+			return nil
+		}
+		if err := b.rc.Read(b.ring.readyFn); err != nil {
+			return b.ioError("receive", err)
+		}
+		if b.closed.Load() {
+			return errClosed
+		}
+	}
+}
+
+// ringMessage validates the frame the ring copied into buffer i.
+func (b *Backend) ringMessage(i int) rxMessage {
+	s := &b.rx.slots[i]
+	if s.drop != 0 {
+		return rxMessage{drop: s.drop}
+	}
+	f := rxFrame{data: b.rx.bufs[i*b.rx.bufSize : i*b.rx.bufSize+s.size], pktType: s.pktType, status: s.status, vnet: s.vnet}
+	return b.check.message(f)
+}
+
 // message validates message i of the last read.
 func (b *Backend) message(i int) rxMessage {
+	if b.ring != nil {
+		return b.ringMessage(i)
+	}
 	h := &b.rx.hdrs[i]
 	buf := b.rx.bufs[i*b.rx.bufSize : (i+1)*b.rx.bufSize]
 	size := int(h.Len)

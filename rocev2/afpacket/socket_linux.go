@@ -28,47 +28,59 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // openPacketSocket opens a non-blocking AF_PACKET socket on the interface,
 // with the filter attached before it is bound: a socket bound with
 // protocol 0 receives nothing, so no frame the filter would refuse is ever
-// queued.
-func openPacketSocket(l *link, prog []bpf.Instruction, buffer int) (*os.File, error) {
+// queued. Given a ring request, it also sets up and maps the receive ring
+// (before the bind, for the same reason) and returns the mapping.
+func openPacketSocket(l *link, prog []bpf.Instruction, buffer int, ringReq *unix.TpacketReq3) (*os.File, []byte, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("afpacket: open a packet socket on %s: %w: %w", l.name, err, ErrNoCapNetRaw)
+			return nil, nil, fmt.Errorf("afpacket: open a packet socket on %s: %w: %w", l.name, err, ErrNoCapNetRaw)
 		}
-		return nil, fmt.Errorf("afpacket: open a packet socket on %s: %w", l.name, err)
+		return nil, nil, fmt.Errorf("afpacket: open a packet socket on %s: %w", l.name, err)
 	}
-	if err := configurePacketSocket(fd, l, prog, buffer); err != nil {
+	mem, err := configurePacketSocket(fd, l, prog, buffer, ringReq)
+	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("afpacket: packet socket on %s: %w", l.name, err)
+		return nil, nil, fmt.Errorf("afpacket: packet socket on %s: %w", l.name, err)
 	}
-	return os.NewFile(uintptr(fd), "afpacket:"+l.name), nil
+	return os.NewFile(uintptr(fd), "afpacket:"+l.name), mem, nil
 }
 
-func configurePacketSocket(fd int, l *link, prog []bpf.Instruction, buffer int) error {
+func configurePacketSocket(fd int, l *link, prog []bpf.Instruction, buffer int, ringReq *unix.TpacketReq3) (mem []byte, err error) {
 	if err := attachFilter(fd, prog); err != nil {
-		return err
+		return nil, err
 	}
 	// What the kernel knows of each frame: whether it took a VLAN tag off,
 	// whether the checksum is left to offload or was checked.
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
-		return fmt.Errorf("PACKET_AUXDATA: %w", err)
+		return nil, fmt.Errorf("PACKET_AUXDATA: %w", err)
 	}
 	// A virtio_net_hdr in front of every frame, both ways: on receive it
 	// tells a GSO super-frame (a virtual link passes UDP GSO sends on
 	// unsegmented) and its segment size; on send the backend writes a
 	// zero one.
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		return fmt.Errorf("PACKET_VNET_HDR: %w", err)
+		return nil, fmt.Errorf("PACKET_VNET_HDR: %w", err)
 	}
 	if buffer > 0 {
 		setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, buffer)
 		setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, buffer)
 	}
+	// The ring after PACKET_VNET_HDR, which the kernel refuses once a
+	// ring exists.
+	if ringReq != nil {
+		if mem, err = setupRing(fd, *ringReq); err != nil {
+			return nil, err
+		}
+	}
 	proto := htons(ethType(l.addr.Is6()))
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: l.index}); err != nil {
-		return fmt.Errorf("bind: %w", err)
+		if mem != nil {
+			_ = unix.Munmap(mem)
+		}
+		return nil, fmt.Errorf("bind: %w", err)
 	}
-	return nil
+	return mem, nil
 }
 
 // attachFilter assembles prog and attaches it to the socket.

@@ -53,7 +53,9 @@ func newUDNode(t *testing.T, be rocev2.Backend) *udNode {
 // IP header carries the hop limit and traffic class of its address handle,
 // and the receiver's GRH area is that header as it arrived (what rxe puts
 // there), from A's address to B's.
-func TestVethUD(t *testing.T) {
+func TestVethUD(t *testing.T) { forModes(t, testVethUD) }
+
+func testVethUD(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
 	for _, tc := range []struct {
 		name string
@@ -64,8 +66,8 @@ func TestVethUD(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			capB := newWireCapture(t, p.NSB, p.IfB)
-			a := newUDNode(t, open(t, p.NSA, afpacket.Config{Interface: p.IfA, Addr: tc.a}))
-			b := newUDNode(t, open(t, p.NSB, afpacket.Config{Interface: p.IfB, Addr: tc.b}))
+			a := newUDNode(t, open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA, Addr: tc.a}))
+			b := newUDNode(t, open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB, Addr: tc.b}))
 			gidB, err := b.dev.GID(1)
 			require.NoError(t, err)
 			ah, err := qp.CreateAH(a.pd, qp.AH{DGID: gidB, SGIDIndex: 1, HopLimit: 33, TClass: 0x28})

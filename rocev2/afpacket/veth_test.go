@@ -94,7 +94,9 @@ func receiveN(t *testing.T, b rocev2.Backend, n int, limit time.Duration) []roce
 	}
 }
 
-func TestVethExchange(t *testing.T) {
+func TestVethExchange(t *testing.T) { forModes(t, testVethExchange) }
+
+func testVethExchange(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
 	for _, tc := range []struct {
 		name string
@@ -105,8 +107,8 @@ func TestVethExchange(t *testing.T) {
 		{"IPv6 link-local", p.LinkLocalA, p.LinkLocalB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := open(t, p.NSA, afpacket.Config{Interface: p.IfA, Addr: tc.a})
-			b := open(t, p.NSB, afpacket.Config{Interface: p.IfB, Addr: tc.b})
+			a := open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA, Addr: tc.a})
+			b := open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB, Addr: tc.b})
 			assert.Equal(t, p.MACA, a.HardwareAddr())
 			assert.Equal(t, 1500, a.LinkMTU())
 			assert.Equal(t, tc.a.WithZone(""), a.LocalAddr().Addr().WithZone(""))
@@ -152,9 +154,11 @@ func TestVethExchange(t *testing.T) {
 // AF_PACKET side cuts the super-frame into its segments and verifies each
 // one's ICRC over the ID segmentation gives it. The UDP side infers the
 // AF_PACKET side's IDs.
-func TestVethWithUDPBackend(t *testing.T) {
+func TestVethWithUDPBackend(t *testing.T) { forModes(t, testVethWithUDPBackend) }
+
+func testVethWithUDPBackend(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
-	a := open(t, p.NSA, afpacket.Config{Interface: p.IfA})
+	a := open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA})
 	var u *udp.Backend
 	require.NoError(t, vethtest.In(p.NSB, func() (err error) {
 		u, err = udp.Open(udp.Config{Addr: netip.AddrPortFrom(p.B, rocev2.UDPPort)})
@@ -249,9 +253,11 @@ func holdDrops(t *testing.T, ns string) (uint64, bool) {
 // reaches the backend and the host's stack drops it silently (the holding
 // socket's filter); once it is closed, the host answers such a datagram
 // with an ICMP port unreachable again.
-func TestVethHostStackSilent(t *testing.T) {
+func TestVethHostStackSilent(t *testing.T) { forModes(t, testVethHostStackSilent) }
+
+func testVethHostStackSilent(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
-	b := open(t, p.NSB, afpacket.Config{Interface: p.IfB})
+	b := open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB})
 	var conn *net.UDPConn
 	require.NoError(t, vethtest.In(p.NSA, func() (err error) {
 		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(b.LocalAddr()))
@@ -347,9 +353,11 @@ func refresh4(b []byte) []byte {
 // TestVethFilter: only RoCEv2 for the device's address reaches the
 // backend; the host's other traffic on the interface never leaves the
 // kernel.
-func TestVethFilter(t *testing.T) {
+func TestVethFilter(t *testing.T) { forModes(t, testVethFilter) }
+
+func testVethFilter(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
-	b := open(t, p.NSB, afpacket.Config{Interface: p.IfB})
+	b := open(t, p.NSB, afpacket.Config{Receive: mode, Interface: p.IfB})
 	s := newRawSender(t, p)
 	pkt, err := (&rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}).Append(nil, []byte("marker"))
 	require.NoError(t, err)
@@ -367,9 +375,11 @@ func TestVethFilter(t *testing.T) {
 	assert.Equal(t, rocev2.ICRCVerified, got[0].ICRC)
 }
 
-func TestVethBackendtest(t *testing.T) {
+func TestVethBackendtest(t *testing.T) { forModes(t, testVethBackendtest) }
+
+func testVethBackendtest(t *testing.T, mode afpacket.ReceiveMode) {
 	p := vethtest.New(t)
-	b := open(t, p.NSA, afpacket.Config{Interface: p.IfA})
+	b := open(t, p.NSA, afpacket.Config{Receive: mode, Interface: p.IfA})
 	backendtest.Run(t, b, packets(t, netip.AddrPortFrom(p.B, rocev2.UDPPort), 1, 2))
 }
 
@@ -384,6 +394,9 @@ func TestOpenErrors(t *testing.T) {
 		{"unknown interface", afpacket.Config{Interface: "nosuch0"}, "nosuch0"},
 		{"loopback", afpacket.Config{Interface: "lo"}, "use the UDP backend"},
 		{"address not on the interface", afpacket.Config{Interface: p.IfA, Addr: netip.MustParseAddr("198.18.99.1")}, "not an address of"},
+		{"ring block not whole pages", afpacket.Config{Interface: p.IfA, Receive: afpacket.ReceiveRing, Ring: afpacket.RingConfig{BlockSize: 5000}}, "multiple of the page size"},
+		{"ring larger than the kernel maps", afpacket.Config{Interface: p.IfA, Receive: afpacket.ReceiveRing, Ring: afpacket.RingConfig{BlockSize: 1 << 20, Blocks: 1 << 16}}, "under 4 GiB"},
+		{"unknown receive mode", afpacket.Config{Interface: p.IfA, Receive: 7}, "ReceiveMode(7)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := vethtest.In(p.NSA, func() error {
@@ -440,4 +453,11 @@ func TestOpenWithoutCapNetRaw(t *testing.T) {
 	})
 	require.ErrorIs(t, err, afpacket.ErrNoCapNetRaw)
 	assert.Contains(t, err.Error(), "-backend udp")
+}
+
+// forModes runs a veth test once per receive mode, each on its own pair.
+func forModes(t *testing.T, test func(t *testing.T, mode afpacket.ReceiveMode)) {
+	for _, mode := range []afpacket.ReceiveMode{afpacket.ReceiveMmsg, afpacket.ReceiveRing} {
+		t.Run(mode.String(), func(t *testing.T) { test(t, mode) })
+	}
 }
