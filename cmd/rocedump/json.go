@@ -36,10 +36,11 @@ type jsonPacket struct {
 	ICRCOK       *bool             `json:"icrc_ok,omitempty"` // absent when unverifiable
 	// What the sender chose outside the RoCE headers: the UDP source port
 	// (rxe and goroce's AF_PACKET backend derive it from the QPs), the
-	// IPv4 ID and DF bit, the IPv6 flow label.
+	// IPv4 ID and DF bit, the IPv6 flow label, the TTL (IPv6: hop limit).
 	Src       string  `json:"src"`
 	Dst       string  `json:"dst"`
 	SPort     uint16  `json:"sport"`
+	TTL       uint8   `json:"ttl"`
 	IPv4ID    *uint16 `json:"ipid,omitempty"`
 	DF        *bool   `json:"df,omitempty"`
 	FlowLabel *uint32 `json:"flowlabel,omitempty"`
@@ -125,10 +126,10 @@ func newJSONPacket(frame int, p gopacket.Packet, r *roce) *jsonPacket {
 	switch ip := r.ip.(type) {
 	case *layers.IPv4:
 		id, df := ip.Id, ip.Flags&layers.IPv4DontFragment != 0
-		j.IPv4ID, j.DF = &id, &df
+		j.IPv4ID, j.DF, j.TTL = &id, &df, ip.TTL
 	case *layers.IPv6:
 		fl := ip.FlowLabel
-		j.FlowLabel = &fl
+		j.FlowLabel, j.TTL = &fl, ip.HopLimit
 	}
 	j.SMC = smcJSONFunc(p)
 	return j

@@ -31,25 +31,36 @@ const (
 )
 
 // backendCases are the AF_PACKET and IPv6 cases: a representative subset
-// of the RC cases (one packet, several packets a message with -e, 64 KiB
-// at path MTU 4096, loss both ways) on AF_PACKET over IPv4, and over IPv6
-// on both backends; both directions each. Few iterations: they add about
-// three minutes under TCG. Grouped by MTU and family, so that the NIC MTU
-// and IPv6 change few times after cases() (which ends at MTU 4096).
+// of the RC cases on AF_PACKET over IPv4 (one packet a message, one MTU,
+// several with -e, 64 KiB at path MTU 4096; loss both ways at each path
+// MTU), and over IPv6 on both backends (loss both ways on each); both
+// directions each. Fewer iterations than cases()'s: under TCG they add
+// about two minutes. Grouped by MTU and family, so that after cases()
+// (which ends at MTU 4096) the NIC MTU changes three times and IPv6 is
+// turned on once.
 func backendCases() []testCase {
 	rc := func(c testCase) []testCase {
 		c.tool = rcPingpong
 		return both(c)
 	}
 	var cs []testCase
-	cs = append(cs, rc(testCase{backend: afpacket, size: 65536, iters: 100, mtu: 4096})...)
-	cs = append(cs, rc(testCase{backend: afpacket, size: 1, iters: 200, mtu: 1024})...)
-	cs = append(cs, rc(testCase{backend: afpacket, size: 4096, iters: 200, mtu: 1024, events: true})...)
-	cs = append(cs, rc(testCase{backend: afpacket, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5})...)
-	for _, b := range []string{"", afpacket} {
-		cs = append(cs, rc(testCase{backend: b, ipv6: true, size: 4096, iters: 200, mtu: 1024})...)
+	for _, c := range []testCase{
+		{backend: afpacket, size: 65536, iters: 100, mtu: 4096},
+		{backend: afpacket, size: 65536, iters: 50, mtu: 4096, loss: 5, lossIn: 5, events: true},
+		{backend: afpacket, size: 1, iters: 1000, mtu: 1024},
+		{backend: afpacket, size: 1024, iters: 1000, mtu: 1024},
+		{backend: afpacket, size: 4096, iters: 500, mtu: 1024, events: true},
+		{backend: afpacket, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5},
+		{ipv6: true, size: 4096, iters: 200, mtu: 1024},
+		{ipv6: true, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5},
+		{backend: afpacket, ipv6: true, size: 1, iters: 1000, mtu: 1024},
+		{backend: afpacket, ipv6: true, size: 4096, iters: 200, mtu: 1024, events: true},
+		{backend: afpacket, ipv6: true, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5},
+		{ipv6: true, size: 65536, iters: 100, mtu: 4096},
+		{backend: afpacket, ipv6: true, size: 65536, iters: 100, mtu: 4096},
+	} {
+		cs = append(cs, rc(c)...)
 	}
-	cs = append(cs, rc(testCase{backend: afpacket, ipv6: true, size: 65536, iters: 100, mtu: 4096})...)
 	return cs
 }
 

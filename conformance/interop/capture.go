@@ -136,6 +136,7 @@ type rocedumpJSON struct {
 	} `json:"deth"`
 	Src       string  `json:"src"`
 	SPort     uint16  `json:"sport"`
+	TTL       uint8   `json:"ttl"`
 	IPv4ID    *uint16 `json:"ipid"`
 	DF        *bool   `json:"df"`
 	FlowLabel *uint32 `json:"flowlabel"`

@@ -25,6 +25,13 @@ import (
 // goroce's QP numbers are the destination QPs of rxe's RC and UC packets
 // (RC and UC packets carry no source QP), and the DETH's source QP of its
 // UD packets.
+//
+// The TTL (hop limit) is noted, not checked: goroce's AF_PACKET backend
+// sends the address vector's (rc_pingpong's, like ibv_rc_pingpong's, is
+// 1), while a kernel RoCE device sends the route's, because ib_core
+// replaces every unicast RoCE address vector's hop limit with the route's
+// when it resolves the MAC (ib_resolve_unicast_gid_dmac), so rxe sends 64
+// for the same 1. One link does not care; a router would drop goroce's.
 
 // wireFrame is one RoCE packet's sender-chosen fields.
 type wireFrame struct {
@@ -34,6 +41,7 @@ type wireFrame struct {
 	dqpn      uint32
 	sqpn      uint32 // UD: the DETH's source QP
 	sport     uint16
+	ttl       uint8 // IPv6: hop limit
 	ipid      *uint16
 	df        *bool
 	flowLabel *uint32
@@ -56,7 +64,7 @@ func (cc *captureCheck) role(addr string) string {
 // addWire keeps a -json line's sender-chosen fields.
 func (cc *captureCheck) addWire(j *rocedumpJSON) {
 	f := wireFrame{frame: j.Frame, src: cc.role(j.Src), transport: j.Opcode >> 5, dqpn: j.DQPN,
-		sport: j.SPort, ipid: j.IPv4ID, df: j.DF, flowLabel: j.FlowLabel}
+		sport: j.SPort, ttl: j.TTL, ipid: j.IPv4ID, df: j.DF, flowLabel: j.FlowLabel}
 	if j.DETH != nil {
 		f.sqpn = j.DETH.SQPN
 	}
@@ -81,7 +89,11 @@ func (cc *captureCheck) checkWire(c *testCase) (fails, notes []string) {
 	var goroce []wireFrame
 	goroceQPs := map[uint32]bool{}
 	rxePorts := map[uint16]int{}
+	ttls := map[string]map[uint16]int{hostIP: {}, guestIP: {}}
 	for _, f := range cc.wire {
+		if m := ttls[f.src]; m != nil {
+			m[uint16(f.ttl)]++
+		}
 		switch f.src {
 		case hostIP:
 			goroce = append(goroce, f)
@@ -152,6 +164,7 @@ func (cc *captureCheck) checkWire(c *testCase) (fails, notes []string) {
 			desc += " (not the same: rxe did not take the connection's flow label port)"
 		}
 	}
+	desc += fmt.Sprintf("; TTL goroce %s, rxe %s", portSet(ttls[hostIP]), portSet(ttls[guestIP]))
 	notes = append(notes, fmt.Sprintf("goroce's %d frames: %s", n, desc))
 	return fails, notes
 }
@@ -192,7 +205,7 @@ func portWant(f wireFrame, qps map[uint32]bool) string {
 	return strings.Join(w, " or ")
 }
 
-// portSet prints the ports, sorted.
+// portSet prints the ports (or TTLs), sorted.
 func portSet(m map[uint16]int) string {
 	ps := make([]int, 0, len(m))
 	for p := range m {

@@ -37,7 +37,11 @@ func (p pkt) json(frame int) string {
 	if p.opcode>>5 == transportUD {
 		s += fmt.Sprintf(`"deth":{"qkey":1,"sqpn":%d},`, p.sqpn)
 	}
-	s += fmt.Sprintf(`"icrc":0,"icrc_ok":true,"src":%q,"dst":"x","sport":%d`, p.src, p.sport)
+	ttl := 64
+	if p.src == hostIP || p.src == hostLinkLocal {
+		ttl = 1 // rc_pingpong's address vector's, as goroce's AF_PACKET backend sends it
+	}
+	s += fmt.Sprintf(`"icrc":0,"icrc_ok":true,"src":%q,"dst":"x","sport":%d,"ttl":%d`, p.src, p.sport, ttl)
 	if p.ipid >= 0 {
 		s += fmt.Sprintf(`,"ipid":%d,"df":%t}`, p.ipid, p.df)
 	} else {
@@ -86,7 +90,7 @@ func TestCheckWire(t *testing.T) {
 	}{
 		{"afpacket: rxe's port, consecutive IDs, DF", testCase{backend: afpacket},
 			append([]pkt{rxeSend(guestIP, 7)}, goroceRun(3, 100, false, nil)...), 0, nil,
-			fmt.Sprintf("goroce's 3 frames: source port %d, IPv4 IDs 100..102; rxe's: %d", connPort, connPort)},
+			fmt.Sprintf("goroce's 3 frames: source port %d, IPv4 IDs 100..102; rxe's: %d; TTL goroce 1, rxe 64", connPort, connPort)},
 		{"afpacket: IDs wrap", testCase{backend: afpacket},
 			append([]pkt{rxeSend(guestIP, 7)}, goroceRun(3, 0xFFFF, false, nil)...), 0, nil, "IPv4 IDs 65535..1"},
 		{"afpacket: the fixed port of a UDP socket", testCase{backend: afpacket},
@@ -238,5 +242,5 @@ func TestBackendCaseNames(t *testing.T) {
 	assert.Equal(t, "rc_pingpong s=1 m=1024 n=200 loss=5% lossin=5%", c.name())
 	c.backend, c.ipv6 = afpacket, true
 	assert.Equal(t, "rc_pingpong s=1 m=1024 n=200 loss=5% lossin=5% afpacket ipv6", c.name())
-	assert.Len(t, backendCases(), 14)
+	assert.Len(t, backendCases(), 26)
 }
