@@ -81,6 +81,13 @@ def tshark_view(f):
     if "infiniband.deth" in f:
         present.append("deth")
         v["deth"] = {"qkey": num(f["infiniband.deth.q_key"]), "sqpn": num(f["infiniband.deth.srcqp"])}
+    if "ip.src" in f:
+        v["src"], v["dst"] = f["ip.src"], f["ip.dst"]
+        v["ipid"], v["df"], v["ttl"] = num(f["ip.id"]), f["ip.flags.df"] == "1", num(f["ip.ttl"])
+    else:
+        v["src"], v["dst"] = f["ipv6.src"], f["ipv6.dst"]
+        v["flowlabel"], v["ttl"] = num(f["ipv6.flow"]), num(f["ipv6.hlim"])
+    v["sport"] = num(f["udp.srcport"])
     udp_len = num(f["udp.length"])
     v["payload_len"] = udp_len - 8 - 12 - sum(HDR_LEN[h] for h in present) - v["padcnt"] - 4
     if "infiniband.invariant.crc" in f:  # absent when a payload heuristic ate the trailer

@@ -17,6 +17,7 @@ type roce struct {
 	exts         []gopacket.Layer // the extended headers, in wire order
 	src, dst     netip.Addr
 	sport, dport uint16
+	ip           gopacket.Layer // the *layers.IPv4 or *layers.IPv6 before the UDP header
 	icrcOK       bool
 	verifiable   bool
 }
@@ -47,7 +48,8 @@ func classify(p gopacket.Packet, rec *pcap.Record) (r roce, ok bool, malformed e
 			continue
 		}
 		if i > 0 {
-			r.src, r.dst = endpoints(ls[i-1])
+			r.ip = ls[i-1]
+			r.src, r.dst = endpoints(r.ip)
 		}
 		r.sport, r.dport = uint16(udp.SrcPort), uint16(udp.DstPort)
 		var next gopacket.Layer

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 
 	"github.com/goroce/goroce/pcap"
 )
@@ -33,7 +34,17 @@ type jsonPacket struct {
 	PayloadLen   int               `json:"payload_len"`
 	ICRC         uint32            `json:"icrc"`
 	ICRCOK       *bool             `json:"icrc_ok,omitempty"` // absent when unverifiable
-	SMC          any               `json:"smc,omitempty"`
+	// What the sender chose outside the RoCE headers: the UDP source port
+	// (rxe and goroce's AF_PACKET backend derive it from the QPs), the
+	// IPv4 ID and DF bit, the IPv6 flow label, the TTL (IPv6: hop limit).
+	Src       string  `json:"src"`
+	Dst       string  `json:"dst"`
+	SPort     uint16  `json:"sport"`
+	TTL       uint8   `json:"ttl"`
+	IPv4ID    *uint16 `json:"ipid,omitempty"`
+	DF        *bool   `json:"df,omitempty"`
+	FlowLabel *uint32 `json:"flowlabel,omitempty"`
+	SMC       any     `json:"smc,omitempty"`
 }
 
 type jsonRETH struct {
@@ -110,6 +121,15 @@ func newJSONPacket(frame int, p gopacket.Packet, r *roce) *jsonPacket {
 		case *pcap.FETH:
 			j.FETH = &jsonFETH{Placement: h.PlacementType, Selectivity: h.SelectivityLevel}
 		}
+	}
+	j.Src, j.Dst, j.SPort = r.src.String(), r.dst.String(), r.sport
+	switch ip := r.ip.(type) {
+	case *layers.IPv4:
+		id, df := ip.Id, ip.Flags&layers.IPv4DontFragment != 0
+		j.IPv4ID, j.DF, j.TTL = &id, &df, ip.TTL
+	case *layers.IPv6:
+		fl := ip.FlowLabel
+		j.FlowLabel, j.TTL = &fl, ip.HopLimit
 	}
 	j.SMC = smcJSONFunc(p)
 	return j

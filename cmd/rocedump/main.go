@@ -18,7 +18,10 @@
 // kind, code}, atomiceth {va, rkey, swap, cmp}, atomicacketh {orig}, immdt,
 // ieth, deth {qkey, sqpn}, feth {placement, selectivity}; then payload_len,
 // icrc (the trailer as received, read little-endian), icrc_ok (left out
-// when unverifiable) and smc (SMC messages, if any). A TCP frame that
+// when unverifiable), what the sender chose outside the RoCE headers: src,
+// dst, sport (the UDP source port), ttl (IPv6: the hop limit), ipid and df
+// (IPv4) or flowlabel (IPv6),
+// and smc (SMC messages, if any). A TCP frame that
 // carries SMC CLC messages is an object with the keys frame and smc.
 //
 // -stats ends the output with a table per destination host and QP: packets,

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/netip"
 	"os"
@@ -58,7 +59,7 @@ var vectorCounts = rxevectors.RoCECounts
 // jsonKeyOrder is the order of every key a RoCE JSON line may have.
 var jsonKeyOrder = []string{"frame", "opcode", "opname", "se", "migreq", "padcnt", "tver", "pkey", "fecn", "becn",
 	"dqpn", "ackreq", "psn", "reth", "aeth", "atomiceth", "atomicacketh", "immdt", "ieth", "deth", "feth",
-	"payload_len", "icrc", "icrc_ok", "smc"}
+	"payload_len", "icrc", "icrc_ok", "src", "dst", "sport", "ttl", "ipid", "df", "flowlabel", "smc"}
 
 // topKeys returns the top-level keys of a JSON object in order.
 func topKeys(t *testing.T, line string) []string {
@@ -121,6 +122,19 @@ func TestJSONVectors(t *testing.T) {
 				assert.Equal(t, p.BTH().AckReq(), m["ackreq"])
 				assert.Equal(t, uint64(len(p.Payload())), num(t, m["payload_len"]))
 				assert.Equal(t, uint64(p.ICRC()), num(t, m["icrc"]))
+				assert.Equal(t, f.Src().String(), m["src"])
+				assert.Equal(t, f.Dst().String(), m["dst"])
+				assert.Equal(t, uint64(f.SrcPort()), num(t, m["sport"]))
+				if f.IP[0]>>4 == 4 {
+					assert.Equal(t, uint64(f.IP[8]), num(t, m["ttl"]))
+					assert.Equal(t, uint64(binary.BigEndian.Uint16(f.IP[4:])), num(t, m["ipid"]))
+					assert.Equal(t, f.IP[6]&0x40 != 0, m["df"])
+					assert.Nil(t, m["flowlabel"])
+				} else {
+					assert.Equal(t, uint64(f.IP[7]), num(t, m["ttl"]))
+					assert.Equal(t, uint64(binary.BigEndian.Uint32(f.IP[0:])&0xFFFFF), num(t, m["flowlabel"]))
+					assert.Nil(t, m["ipid"])
+				}
 				assert.Equal(t, p.RETH() != nil, m["reth"] != nil)
 				assert.Equal(t, p.AETH() != nil, m["aeth"] != nil)
 				assert.Equal(t, p.AtomicETH() != nil, m["atomiceth"] != nil)
@@ -381,6 +395,9 @@ func TestIPv6AndBadICRC(t *testing.T) {
 	code, out, _ = runDump(t, "-r", name, "-json", "-c", "1")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, `"reth":{"va":4096,"rkey":153,"len":3},"immdt":2864434397,"payload_len":3,`)
+	assert.Contains(t, out, `"src":"2001:db8::1","dst":"2001:db8::2","sport":50000,"ttl":`)
+	assert.Regexp(t, `"ttl":64,"flowlabel":0}`, out)
+	assert.NotContains(t, out, `"ipid"`)
 }
 
 // SMC messages that the SMC hooks find are printed: under "smc" in a RoCE
@@ -420,7 +437,7 @@ func TestSMCHooks(t *testing.T) {
 	assert.Empty(t, out)
 
 	_, out, _ = runDump(t, "-r", filepath.Join(vectorDir, "rc_pingpong_s1024.pcap"), "-json", "-op", "SEND_ONLY", "-c", "1")
-	assert.Contains(t, out, `"icrc_ok":true,"smc":{"llc":true}}`)
+	assert.Regexp(t, `"icrc_ok":true,"src":"198\.18\.0\.1[12]","dst":"198\.18\.0\.1[12]","sport":\d+,"ttl":\d+,"ipid":\d+,"df":true,"smc":\{"llc":true\}\}`, out)
 }
 
 // The reader's Next loop and the scanner agree on frame numbers: every

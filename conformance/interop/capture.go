@@ -109,6 +109,11 @@ type captureCheck struct {
 	// Per source address: its last message's history (flaky.go).
 	lastMsg map[string]*msgHistory
 	lastAt  map[string]float64 // time of its last packet
+	// alias maps wire addresses to the role addresses the maps above are
+	// keyed by (an IPv6 case's link-local addresses to guestIP, hostIP).
+	alias map[string]string
+	// wire is every RoCE packet's sender-chosen fields (wirecheck.go).
+	wire []wireFrame
 }
 
 var textLineRE = regexp.MustCompile(`^(\S+) (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
@@ -118,18 +123,36 @@ func psnAtOrAfter(a, b uint32) bool { return (a-b)&0xFFFFFF < 1<<23 }
 
 type rocedumpJSON struct {
 	Frame  int    `json:"frame"`
+	Opcode uint8  `json:"opcode"`
 	OpName string `json:"opname"`
+	DQPN   uint32 `json:"dqpn"`
 	ICRCOK *bool  `json:"icrc_ok"`
 	AETH   *struct {
 		Kind string `json:"kind"`
 		Code int    `json:"code"`
 	} `json:"aeth"`
+	DETH *struct {
+		SQPN uint32 `json:"sqpn"`
+	} `json:"deth"`
+	Src       string  `json:"src"`
+	SPort     uint16  `json:"sport"`
+	TTL       uint8   `json:"ttl"`
+	IPv4ID    *uint16 `json:"ipid"`
+	DF        *bool   `json:"df"`
+	FlowLabel *uint32 `json:"flowlabel"`
 }
 
 // checkCapture runs rocedump on the file three ways: -json (ICRC and NAKs
 // of every packet), text (who sent what) and -stats -q (retransmissions).
 func checkCapture(ctx context.Context, rocedump, file string) (*captureCheck, error) {
+	return checkCaptureAs(ctx, rocedump, file, nil)
+}
+
+// checkCaptureAs is checkCapture with the wire addresses of alias counted
+// as the role addresses they map to.
+func checkCaptureAs(ctx context.Context, rocedump, file string, alias map[string]string) (*captureCheck, error) {
 	cc := newCaptureCheck()
+	cc.alias = alias
 	out, err := exec.CommandContext(ctx, rocedump, "-r", file, "-json").Output()
 	if err != nil {
 		return nil, fmt.Errorf("rocedump -json: %v", exitText(err))
@@ -166,6 +189,7 @@ func (cc *captureCheck) addJSON(out string) error {
 			return fmt.Errorf("rocedump -json line %q: %v", l, err)
 		}
 		cc.packets++
+		cc.addWire(&j)
 		switch {
 		case j.ICRCOK == nil:
 			cc.unverifiable++
@@ -200,7 +224,7 @@ func (cc *captureCheck) addText(out string) {
 			continue
 		}
 		t, _ := strconv.ParseFloat(m[1], 64)
-		from, to, op := m[2], m[3], m[4]
+		from, to, op := cc.role(m[2]), cc.role(m[3]), m[4]
 		cc.bySrc[from]++
 		cc.lastAt[from] = t
 		psn64, _ := strconv.ParseUint(m[5], 10, 32)

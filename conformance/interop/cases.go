@@ -65,31 +65,40 @@ var rcPingpong = &tool{
 		return []string{"-d", e.peerDev, "-i", "1", "-g", strconv.Itoa(e.peerGID)}
 	},
 	goroceDev: func(c *testCase, e endpoints) []string {
-		return []string{"-d", e.goroceAddr, "-g", "1", "-timeout", fmt.Sprintf("%ds", c.timeout())}
+		return []string{"-d", e.deviceAddr(), "-g", "1", "-timeout", fmt.Sprintf("%ds", c.timeout())}
 	},
 	parse:            parsePingpong,
 	goroceListenLine: "local address:",
 }
 
 // endpoints are what the programs' arguments name: the kernel side's
-// device, its GID index and address, and goroce's address.
+// device, its GID index and address, and goroce's address (the
+// out-of-band exchange's too). goroceAddr6 is goroce's IPv6 address for
+// the IPv6 cases, goroceDev the address its device takes when it is not
+// goroceAddr, goroceIface the interface of its AF_PACKET backend.
 type endpoints struct {
-	peerDev    string
-	peerGID    int
-	peerAddr   string
-	goroceAddr string
+	peerDev     string
+	peerGID     int
+	peerAddr    string
+	goroceAddr  string
+	goroceAddr6 string
+	goroceDev   string
+	goroceIface string
 }
 
 // guestEnds are the harness's own: the guest's rxe0 and the bridge.
-var guestEnds = endpoints{peerDev: "rxe0", peerGID: 1, peerAddr: guestIP, goroceAddr: hostIP}
+var guestEnds = endpoints{peerDev: "rxe0", peerGID: 1, peerAddr: guestIP, goroceAddr: hostIP,
+	goroceAddr6: hostLinkLocal + "%br0", goroceIface: "br0"}
 
 // commands returns the case's two command lines (program and arguments):
 // the kernel side's and goroce's, the client's with the server's address.
 func (c *testCase) commands(idx int, e endpoints) (guest, goroce []string) {
+	e = c.ends(e)
 	port := c.port(idx)
 	common := c.tool.args(c, port)
 	guest = append(append([]string{c.tool.guestProg}, c.tool.guestDev(c, e)...), common...)
 	goroce = append(append([]string{c.tool.goroceCmd}, c.tool.goroceDev(c, e)...), common...)
+	goroce = append(goroce, c.backendArgs(e)...)
 	if c.server == guestServer {
 		goroce = append(goroce, e.peerAddr)
 	} else {
@@ -115,6 +124,11 @@ type testCase struct {
 	chk    bool    // -c
 	loss   float64 // percent: netem loss on what the guest sends (rxe's packets)
 	lossIn float64 // percent: netem loss on what the guest receives (goroce's packets)
+	// backend is goroce's packet backend: "" (its UDP socket) or
+	// afpacket (whole frames on br0), and ipv6 makes the case RoCEv2 over
+	// IPv6 (afcases.go).
+	backend string
+	ipv6    bool
 }
 
 func (c *testCase) name() string {
@@ -134,7 +148,7 @@ func (c *testCase) name() string {
 	if c.lossIn > 0 {
 		s += fmt.Sprintf(" lossin=%g%%", c.lossIn)
 	}
-	return s
+	return s + c.variant()
 }
 
 // direction says who serves and who connects.
@@ -203,6 +217,7 @@ func cases() []testCase {
 	// back N.
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5})...)
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
+	cs = append(cs, backendCases()...)
 	return append(cs, smcCases()...)
 }
 

@@ -32,6 +32,12 @@ func (h *harness) boot(ctx context.Context) error {
 		return err
 	}
 	h.curMTU, h.curLoss, h.curLossIn = 1500, 0, 0
+	if h.curIPv6 { // the guest boots without; so must br0 be
+		if err := h.ns.sysctl(ctx, "net/ipv6/conf/br0/disable_ipv6", "1"); err != nil {
+			return err
+		}
+		h.curIPv6 = false
+	}
 	var err error
 	for try := 1; try <= 2; try++ {
 		h.boots++
@@ -131,8 +137,13 @@ func (h *harness) guestLoopback(ctx context.Context) *result {
 	return r
 }
 
-// setEnv sets the NIC MTU and the guest's loss for a case.
+// setEnv sets the NIC MTU, IPv6 and the guest's loss for a case.
 func (h *harness) setEnv(ctx context.Context, c *testCase) error {
+	if c.ipv6 != h.curIPv6 {
+		if err := h.setIPv6(ctx, c.ipv6); err != nil {
+			return err
+		}
+	}
 	if mtu := c.nicMTU(); mtu != h.curMTU {
 		guest := fmt.Sprintf("ip link set eth0 mtu %d", mtu)
 		if mtu > h.curMTU {

@@ -49,6 +49,7 @@ type options struct {
 	guestPrep                              string
 	exec                                   string
 	peer, peerDev, goroceAddr              string
+	goroceAddr6, goroceIface               string
 	peerGID                                int
 	memMB, cpus                            int
 }
@@ -76,6 +77,8 @@ func main() {
 	flag.StringVar(&o.peerDev, "peer-dev", "rxe0", "with -list -peer: that host's RDMA device")
 	flag.IntVar(&o.peerGID, "peer-gid", 1, "with -list -peer: that device's GID index of its RoCEv2 IPv4 address (see show_gids)")
 	flag.StringVar(&o.goroceAddr, "goroce-addr", "", "with -list -peer: the local address goroce binds (the source address of the route to -peer)")
+	flag.StringVar(&o.goroceAddr6, "goroce-addr6", "", "with -list -peer: goroce's IPv6 address for the IPv6 cases (a link-local one with its zone: fe80::1%eth0)")
+	flag.StringVar(&o.goroceIface, "goroce-iface", "", "with -list -peer: the interface of goroce's AF_PACKET backend")
 	flag.IntVar(&o.memMB, "mem", 1024, "guest memory in MiB")
 	flag.IntVar(&o.cpus, "smp", 2, "guest CPUs")
 	flag.Parse()
@@ -116,7 +119,8 @@ func mainErr(o options) int {
 	if o.list {
 		e := guestEnds
 		if o.peer != "" {
-			e = endpoints{peerDev: o.peerDev, peerGID: o.peerGID, peerAddr: o.peer, goroceAddr: o.goroceAddr}
+			e = endpoints{peerDev: o.peerDev, peerGID: o.peerGID, peerAddr: o.peer, goroceAddr: o.goroceAddr,
+				goroceAddr6: o.goroceAddr6, goroceIface: o.goroceIface}
 		}
 		for i, c := range todo {
 			if c.smc != nil {
@@ -185,6 +189,7 @@ type harness struct {
 	curMTU      int
 	curLoss     float64
 	curLossIn   float64
+	curIPv6     bool // IPv6 on br0 and the guest's eth0 (afcases.go)
 	boots       int
 	caseBase    int // cases of earlier guests, for the numbering
 	lastConsole string

@@ -155,7 +155,9 @@ func createNetns(ctx context.Context, name, hostIP string, prefix int, taps []st
 	}
 	steps := [][]string{
 		{"link", "set", "lo", "up"},
-		{"link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0"},
+		// A fixed MAC: br0's IPv6 link-local address (goroce's in the
+		// IPv6 cases) follows from it.
+		{"link", "add", "br0", "address", hostMAC, "type", "bridge", "stp_state", "0", "forward_delay", "0"},
 		{"link", "set", "br0", "mtu", strconv.Itoa(mtu)},
 		{"addr", "add", fmt.Sprintf("%s/%d", hostIP, prefix), "dev", "br0"},
 	}

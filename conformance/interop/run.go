@@ -135,7 +135,7 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 	}()
 
 	if err == nil {
-		cc, err := checkCapture(ctx, filepath.Join(h.opts.bin, "rocedump"), base+".pcap")
+		cc, err := checkCaptureAs(ctx, filepath.Join(h.opts.bin, "rocedump"), base+".pcap", c.wireAliases())
 		if err != nil {
 			r.fail("rocedump: %v", err)
 			return r
@@ -167,6 +167,9 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 		if cc.rnrNAKs > 0 {
 			r.notes = append(r.notes, fmt.Sprintf("%d RNR NAKs", cc.rnrNAKs))
 		}
+		fails, notes := cc.checkWire(c)
+		r.reasons = append(r.reasons, fails...)
+		r.notes = append(r.notes, notes...)
 	}
 	return r
 }
