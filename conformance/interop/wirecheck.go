@@ -26,12 +26,11 @@ import (
 // (RC and UC packets carry no source QP), and the DETH's source QP of its
 // UD packets.
 //
-// The TTL (hop limit) is noted, not checked: goroce's AF_PACKET backend
-// sends the address vector's (rc_pingpong's, like ibv_rc_pingpong's, is
-// 1), while a kernel RoCE device sends the route's, because ib_core
-// replaces every unicast RoCE address vector's hop limit with the route's
-// when it resolves the MAC (ib_resolve_unicast_gid_dmac), so rxe sends 64
-// for the same 1. One link does not care; a router would drop goroce's.
+// and the TTL (hop limit) rxe's packets carry: a kernel RoCE device sends
+// the route's, because ib_core replaces every unicast RoCE address
+// vector's hop limit with the route's when it resolves the MAC
+// (ib_resolve_unicast_gid_dmac), so rxe sends 64 where rc_pingpong asks
+// for 1, and so must goroce (a frame with TTL 1 would not pass a router).
 
 // wireFrame is one RoCE packet's sender-chosen fields.
 type wireFrame struct {
@@ -163,6 +162,9 @@ func (cc *captureCheck) checkWire(c *testCase) (fails, notes []string) {
 		if portSet(rxePorts) != portSet(ports) {
 			desc += " (not the same: rxe did not take the connection's flow label port)"
 		}
+	}
+	if len(ttls[guestIP]) > 0 && portSet(ttls[hostIP]) != portSet(ttls[guestIP]) {
+		fails = append(fails, fmt.Sprintf("afpacket: goroce's packets leave with TTL %s, rxe's with %s (the route's)", portSet(ttls[hostIP]), portSet(ttls[guestIP])))
 	}
 	desc += fmt.Sprintf("; TTL goroce %s, rxe %s", portSet(ttls[hostIP]), portSet(ttls[guestIP]))
 	notes = append(notes, fmt.Sprintf("goroce's %d frames: %s", n, desc))

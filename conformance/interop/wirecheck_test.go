@@ -30,6 +30,7 @@ type pkt struct {
 	ipid   int // -1: an IPv6 packet
 	df     bool
 	label  uint32 // IPv6
+	ttl    int    // 0: 64, the route's, as both sides send it
 }
 
 func (p pkt) json(frame int) string {
@@ -38,8 +39,8 @@ func (p pkt) json(frame int) string {
 		s += fmt.Sprintf(`"deth":{"qkey":1,"sqpn":%d},`, p.sqpn)
 	}
 	ttl := 64
-	if p.src == hostIP || p.src == hostLinkLocal {
-		ttl = 1 // rc_pingpong's address vector's, as goroce's AF_PACKET backend sends it
+	if p.ttl != 0 {
+		ttl = p.ttl
 	}
 	s += fmt.Sprintf(`"icrc":0,"icrc_ok":true,"src":%q,"dst":"x","sport":%d,"ttl":%d`, p.src, p.sport, ttl)
 	if p.ipid >= 0 {
@@ -90,7 +91,10 @@ func TestCheckWire(t *testing.T) {
 	}{
 		{"afpacket: rxe's port, consecutive IDs, DF", testCase{backend: afpacket},
 			append([]pkt{rxeSend(guestIP, 7)}, goroceRun(3, 100, false, nil)...), 0, nil,
-			fmt.Sprintf("goroce's 3 frames: source port %d, IPv4 IDs 100..102; rxe's: %d; TTL goroce 1, rxe 64", connPort, connPort)},
+			fmt.Sprintf("goroce's 3 frames: source port %d, IPv4 IDs 100..102; rxe's: %d; TTL goroce 64, rxe 64", connPort, connPort)},
+		{"afpacket: the address vector's TTL instead of the route's", testCase{backend: afpacket},
+			append([]pkt{rxeSend(guestIP, 7)}, goroceRun(3, 100, false, func(_ int, p *pkt) { p.ttl = 1 })...), 0,
+			[]string{"goroce's packets leave with TTL 1, rxe's with 64 (the route's)"}, ""},
 		{"afpacket: IDs wrap", testCase{backend: afpacket},
 			append([]pkt{rxeSend(guestIP, 7)}, goroceRun(3, 0xFFFF, false, nil)...), 0, nil, "IPv4 IDs 65535..1"},
 		{"afpacket: the fixed port of a UDP socket", testCase{backend: afpacket},

@@ -41,6 +41,9 @@ type Backend struct {
 	closed atomic.Bool
 	check  rxCheck
 	ring   *ring // the TPACKET_V3 ring of ReceiveRing; nil with recvmmsg
+	// hopLimit is every packet's IPv4 TTL or IPv6 hop limit: the
+	// system's, as ib_core gives rxe (systemHopLimit).
+	hopLimit uint8
 
 	// tx is the send state; the mutex serializes Send calls (and the
 	// resolver's sends of parked packets), which share the preallocated
@@ -147,7 +150,8 @@ func newBackend(l link, f *os.File, cfg Config) (*Backend, error) {
 	b := &Backend{
 		link: l, local: netip.AddrPortFrom(l.addr, rocev2.UDPPort), ipv6: l.addr.Is6(),
 		batch: cfg.BatchSize, file: f, rc: rc,
-		check: rxCheck{local: l.addr, maxFrame: ethHeaderLen + l.mtu},
+		check:    rxCheck{local: l.addr, maxFrame: ethHeaderLen + l.mtu},
+		hopLimit: systemHopLimit(l.name, l.addr.Is6()),
 	}
 	b.tx.hdrs = make([]unix.Mmsghdr, b.batch)
 	b.tx.iovs = make([]unix.Iovec, 2*b.batch)

@@ -22,9 +22,12 @@
 //     gives a QP at creation (rocev2.SourcePort). Destination port 4791.
 //     UDP checksum 0.
 //   - IPv4: DF, one ID sequence per device (rxe's IDs count up per
-//     destination), TTL and TOS from the address vector (64 when it says
-//     none). IPv6: the flow label of the source port (rxe writes 0; RNICs
-//     write the vector's), hop limit and traffic class from the vector.
+//     destination), TOS from the address vector. IPv6: the flow label of
+//     the source port (rxe writes 0; RNICs write the vector's), traffic
+//     class from the vector. The TTL / hop limit is the system's
+//     (net.ipv4.ip_default_ttl, the interface's IPv6 hop_limit), whatever
+//     the vector says, as Linux's RDMA core replaces a unicast RoCE
+//     vector's hop limit with the route's for rxe.
 //   - Ethernet: the interface's MAC, and the next hop's from the kernel's
 //     neighbour table.
 //

@@ -20,8 +20,8 @@ const (
 	// front of a packet: Ethernet, IPv6, UDP.
 	maxHeaderLen = ethHeaderLen + rocev2.IPv6HeaderLen + rocev2.UDPHeaderLen
 
-	// defaultHopLimit is the IPv4 TTL / IPv6 hop limit of a Sender that
-	// asks for none (Linux's default, and what rxe's user QPs get).
+	// defaultHopLimit is the IPv4 TTL / IPv6 hop limit when the system's
+	// cannot be read (Linux's default).
 	defaultHopLimit = 64
 )
 

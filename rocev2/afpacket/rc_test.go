@@ -218,7 +218,7 @@ func testVethRC(t *testing.T, mode afpacket.ReceiveMode) {
 						assert.Equal(t, lastID+1, id, "frame %d: the next IPv4 ID", n)
 					}
 					lastID = id
-					assert.Equal(t, uint8(64), f.IP[8], "TTL from the address vector")
+					assert.Equal(t, uint8(64), f.IP[8], "the system's TTL")
 				} else {
 					assert.Equal(t, rocev2.CalcFlowLabel(a.qp.QPN(), b.qp.QPN()), binary.BigEndian.Uint32(f.IP[0:])&0xFFFFF, "flow label")
 				}

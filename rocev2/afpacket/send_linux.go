@@ -24,7 +24,8 @@ var (
 //
 // The headers follow each datagram's Sender as rxe follows a QP's: the
 // source port and IPv6 flow label from the QP's number and address vector
-// (rocev2.SourcePort), the hop limit and traffic class from the vector;
+// (rocev2.SourcePort), the traffic class from the vector, the hop limit
+// the system's (the route's, as ib_core gives rxe: systemHopLimit);
 // IPv4 has DF and an ID from one sequence for the device; the UDP checksum
 // is 0.
 //
@@ -155,10 +156,7 @@ func (b *Backend) putHeader(hdr []byte, d *rocev2.Datagram, dst netip.AddrPort, 
 		srcMAC: b.link.mac, dstMAC: mac,
 		src: b.local.Addr().WithZone(""), dst: dst.Addr().WithZone(""),
 		srcPort: sport, dstPort: dst.Port(),
-		hopLimit: d.Sender.HopLimit, tclass: d.Sender.TrafficClass, flowLabel: label,
-	}
-	if h.hopLimit == 0 {
-		h.hopLimit = defaultHopLimit
+		hopLimit: b.hopLimit, tclass: d.Sender.TrafficClass, flowLabel: label,
 	}
 	if !b.ipv6 {
 		h.ipv4ID = b.tx.ipID

@@ -50,7 +50,8 @@ func newUDNode(t *testing.T, be rocev2.Backend) *udNode {
 }
 
 // TestVethUD sends UD SENDs between two AF_PACKET devices: each packet's
-// IP header carries the hop limit and traffic class of its address handle,
+// IP header carries the traffic class of its address handle and the
+// system's hop limit (not the handle's 33, as ib_core gives rxe),
 // and the receiver's GRH area is that header as it arrived (what rxe puts
 // there), from A's address to B's.
 func TestVethUD(t *testing.T) { forModes(t, testVethUD) }
@@ -104,11 +105,11 @@ func testVethUD(t *testing.T, mode afpacket.ReceiveMode) {
 				frames++
 				grh := b.buf[:rocev2.GRHLen]
 				if tc.a.Is4() {
-					assert.Equal(t, uint8(33), f.IP[8], "TTL from the address handle")
+					assert.Equal(t, uint8(64), f.IP[8], "the system's TTL, not the address handle's")
 					assert.Equal(t, uint8(0x28), f.IP[1], "TOS from the address handle")
 					assert.Equal(t, f.IP[:rocev2.IPv4HeaderLen], grh[rocev2.GRHLen-rocev2.IPv4HeaderLen:], "the GRH area is the IPv4 header as it arrived")
 				} else {
-					assert.Equal(t, uint8(33), f.IP[7], "hop limit from the address handle")
+					assert.Equal(t, uint8(64), f.IP[7], "the system's hop limit, not the address handle's")
 					assert.Equal(t, uint8(0x28), f.IP[0]<<4|f.IP[1]>>4, "traffic class from the address handle")
 					assert.Equal(t, f.IP[4:], grh[4:], "the GRH area is the IPv6 header as it arrived, but for the flow label (rxe reports 0)")
 				}
