@@ -112,15 +112,23 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 		progFails = append(progFails, fmt.Sprintf("goroce %s exit status %d", c.tool.goroceCmd, r.goroceRC))
 	}
 	for _, s := range []struct {
-		who string
-		p   perf
-	}{{"rxe", r.guest}, {"goroce", r.goroce}} {
-		if !s.p.ok {
+		who    string
+		p      perf
+		server bool
+	}{{"rxe", r.guest, c.server == guestServer}, {"goroce", r.goroce, c.server == goroceServer}} {
+		iters, results := c.expect(s.server)
+		switch {
+		case !results && s.p.ok:
+			progFails = append(progFails, fmt.Sprintf("%s printed a result table, which the original's %s does not", s.who, map[bool]string{true: "server", false: "client"}[s.server]))
+		case !results:
+		case !s.p.ok:
 			if r.guestRC == 0 && r.goroceRC == 0 {
 				progFails = append(progFails, fmt.Sprintf("%s printed no result lines", s.who))
 			}
-		} else if s.p.iters != c.iters {
-			progFails = append(progFails, fmt.Sprintf("%s did %d iterations, not %d", s.who, s.p.iters, c.iters))
+		case iters == 0 && s.p.iters <= 0:
+			progFails = append(progFails, fmt.Sprintf("%s did no iterations", s.who))
+		case iters > 0 && s.p.iters != iters:
+			progFails = append(progFails, fmt.Sprintf("%s did %d iterations, not %d", s.who, s.p.iters, iters))
 		}
 	}
 	defer func() {
@@ -149,6 +157,11 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 		switch {
 		case cc.packets == 0:
 			r.fail("the capture has no RoCE packets")
+		case c.oneWay():
+			client := map[side]string{guestServer: hostIP, goroceServer: guestIP}[c.server]
+			if cc.bySrc[client] == 0 {
+				r.fail("the capture has no RoCE packets from the client: %d from rxe, %d from goroce", cc.bySrc[guestIP], cc.bySrc[hostIP])
+			}
 		case cc.bySrc[guestIP] == 0 || cc.bySrc[hostIP] == 0:
 			r.fail("the capture lacks one side: %d RoCE packets from rxe, %d from goroce", cc.bySrc[guestIP], cc.bySrc[hostIP])
 		}
