@@ -17,7 +17,7 @@ import (
 type guestKind int
 
 const (
-	rcGuest  guestKind = iota // RC verbs cases: rxe0 on eth0
+	rcGuest  guestKind = iota // the verbs cases: rxe0 on eth0
 	smcGuest                  // SMC-R cases: rxe0, smc, pnet entry and UEID
 )
 
