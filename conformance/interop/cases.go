@@ -49,6 +49,8 @@ type tool struct {
 	// results at all (perftest's read_lat server prints none, and goroce's
 	// must not either). nil: every side reports c.iters.
 	want func(c *testCase, server bool) (iters int, results bool)
+	// notes finds what is worth knowing in one side's output (nil: nothing).
+	notes func(who, out string) []string
 	// oneWay: only the client sends RoCE packets (a UC or UD perftest
 	// bandwidth test: nothing is acknowledged), so the capture need not
 	// have packets from the server.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,11 +15,25 @@ var (
 	perftestBWHead     = regexp.MustCompile(`^ #bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+BW average\[(?:MB|Gb)/sec\]\s+MsgRate\[Mpps\]`)
 	perftestLatHead    = regexp.MustCompile(`^ #bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+t_typical\[usec\]\s+t_avg\[usec\]`)
 	perftestLatDurHead = regexp.MustCompile(`^ #bytes\s+#iterations\s+t_avg\[usec\]\s+tps average`)
-	perftestRow        = regexp.MustCompile(`^ (\d+)\s+(\d+)((?:\s+(?:[0-9.]+|inf|-inf|nan))+)\s*$`)
+	perftestRow        = regexp.MustCompile(`^ (\d+)\s+(\d+)((?:\s+(?:[0-9.]+|-?inf|-?nan))+)\s*$`)
+	// perftestNoClock is what perftest prints when it cannot calibrate its
+	// cycle counter against gettimeofday (get_clock.c: a regression over
+	// 200 samples, r² under 0.9 under an uneven clock such as QEMU/TCG's
+	// on a busy host): it then divides by 0 MHz, and every time is inf.
+	perftestNoClock = regexp.MustCompile(`Correlation coefficient r\^2: [0-9.eE+-]+ < 0\.9`)
 )
 
+// perftestNotes says what is worth knowing in one side's output.
+func perftestNotes(who, out string) []string {
+	if m := perftestNoClock.FindString(out); m != "" {
+		return []string{fmt.Sprintf("%s's perftest could not calibrate its clock (%q), so its times read inf: its iterations still count", who, m)}
+	}
+	return nil
+}
+
 // parsePerftest reads a perftest program's table: the last row of the last
-// table (one per size; the cases run one size). Bandwidth goes to mbits
+// table (one per size; the cases run one size); perftest's inf and nan
+// (a clock it could not calibrate) are read as such. Bandwidth goes to mbits
 // (perftest's MB are MiB), a BW table's message rate to usecIter as µs per
 // message, a latency table's t_avg to usecIter. A table without a row,
 // or none at all, is not ok.
@@ -48,6 +64,10 @@ func parsePerftest(out string) perf {
 		nums := make([]float64, len(vals))
 		bad := err1 != nil || err2 != nil
 		for i, v := range vals {
+			if v == "-nan" { // C's printf of a NaN with its sign bit set
+				nums[i] = math.NaN()
+				continue
+			}
 			var err error
 			if nums[i], err = strconv.ParseFloat(v, 64); err != nil {
 				bad = true

@@ -104,6 +104,10 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 	os.WriteFile(base+".rxe-counters.txt", []byte(formatCounters(r.counters)+"\n"), 0o644)
 
 	r.guest, r.goroce = c.tool.parse(r.guestOut), c.tool.parse(r.goroceOut)
+	if c.tool.notes != nil {
+		r.notes = append(r.notes, c.tool.notes("rxe", r.guestOut)...)
+		r.notes = append(r.notes, c.tool.notes("goroce", r.goroceOut)...)
+	}
 	var progFails []string // the programs' failures, apart from the capture's
 	if r.guestRC != 0 {
 		progFails = append(progFails, fmt.Sprintf("%s (rxe) exit status %d", c.tool.guestProg, r.guestRC))

@@ -89,6 +89,7 @@ func perftestTool(prog string, want func(c *testCase, server bool) (int, bool), 
 		goroceListenLine: "Waiting for client to connect",
 		want:             want,
 		oneWay:           oneWay,
+		notes:            perftestNotes,
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -48,6 +49,9 @@ func TestParsePerftest(t *testing.T) {
 		{"latency -D",
 			" #bytes        #iterations       t_avg[usec]    tps average\n 2             9650            103.52          4829.97\n",
 			perf{ok: true, bytes: 2 * 9650, iters: 9650, usecIter: 103.52, secs: 9650 * 103.52 / 1e6}},
+		{"no clock: perftest's inf and -nan (rxe, TCG)",
+			"Correlation coefficient r^2: 0.88401 < 0.9\n" + latHead + " 2       200          inf            inf          inf      \t       inf         \t-nan   \t\tinf     \t\tinf    \n",
+			perf{ok: true, bytes: 400, iters: 200, usecIter: math.Inf(1), secs: math.Inf(1)}},
 		{"-a: the last size's row",
 			" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 2          200              0.10               0.09   \t\t   0.045000\n 4          200              0.20               0.18   \t\t   0.045000\n",
 			perf{ok: true, bytes: 800, iters: 200, mbits: 0.18 * 1048576 * 8 / 1e6, usecIter: 1 / 0.045, secs: 200 / 0.045 / 1e6}},
@@ -63,10 +67,21 @@ func TestParsePerftest(t *testing.T) {
 			assert.Equal(t, tc.want.bytes, got.bytes)
 			assert.Equal(t, tc.want.iters, got.iters)
 			assert.InDelta(t, tc.want.mbits, got.mbits, 1e-9)
+			if math.IsInf(tc.want.usecIter, 1) {
+				assert.True(t, math.IsInf(got.usecIter, 1) && math.IsInf(got.secs, 1), "%v %v", got.usecIter, got.secs)
+				return
+			}
 			assert.InDelta(t, tc.want.usecIter, got.usecIter, 1e-6)
 			assert.InDelta(t, tc.want.secs, got.secs, 1e-9)
 		})
 	}
+}
+
+func TestPerftestNotes(t *testing.T) {
+	assert.Equal(t, []string{`rxe's perftest could not calibrate its clock ("Correlation coefficient r^2: 0.88401 < 0.9"), so its times read inf: its iterations still count`},
+		perftestNotes("rxe", " local address: LID 0000\nCorrelation coefficient r^2: 0.88401 < 0.9\n"))
+	assert.Nil(t, perftestNotes("goroce", rxeWriteBWServer))
+	assert.Equal(t, []string(nil), ibReadLat.notes("rxe", ""))
 }
 
 func TestVerbsCommands(t *testing.T) {
