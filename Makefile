@@ -81,7 +81,9 @@ tshark-check: build
 ## interop: as root, boot Linux's rxe under QEMU and run rdma-core's programs against goroce's, then the kernel's SMC-R against goroce's (INTEROP_FLAGS: see conformance/interop/README.md)
 .PHONY: interop
 interop:
-	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/rocedump $(if $(wildcard cmd/smcat),./cmd/smcat)
+	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pingpong \
+		./cmd/ib_send_bw ./cmd/ib_write_bw ./cmd/ib_read_bw ./cmd/ib_atomic_bw \
+		./cmd/ib_send_lat ./cmd/ib_write_lat ./cmd/ib_read_lat ./cmd/rocedump $(if $(wildcard cmd/smcat),./cmd/smcat)
 	$(GO) run ./conformance/interop $(INTEROP_FLAGS)
 
 clean:

@@ -41,10 +41,32 @@ type tool struct {
 	guestDev, goroceDev func(c *testCase, e endpoints) []string
 	// parse reads one program's output.
 	parse func(out string) perf
-	// listens: whether a program prints its address only once it listens;
-	// if so the harness waits for that line, else it watches the port.
+	// goroceListenLine is what goroce's server prints once it listens:
+	// the harness starts the guest's client after it.
 	goroceListenLine string
+	// want says what one side must report: the iterations (0: any number,
+	// as a -D run reports what it did in its time) and whether it prints
+	// results at all (perftest's read_lat server prints none, and goroce's
+	// must not either). nil: every side reports c.iters.
+	want func(c *testCase, server bool) (iters int, results bool)
+	// notes finds what is worth knowing in one side's output (nil: nothing).
+	notes func(who, out string) []string
+	// oneWay: only the client sends RoCE packets (a UC or UD perftest
+	// bandwidth test: nothing is acknowledged), so the capture need not
+	// have packets from the server.
+	oneWay func(c *testCase) bool
 }
+
+// expect is what a case's side must report (tool.want).
+func (c *testCase) expect(server bool) (iters int, results bool) {
+	if c.tool.want == nil {
+		return c.iters, true
+	}
+	return c.tool.want(c, server)
+}
+
+// oneWay reports whether only the client sends RoCE packets in the case.
+func (c *testCase) oneWay() bool { return c.tool.oneWay != nil && c.tool.oneWay(c) }
 
 // pingpongArgs are the options ibv_*_pingpong and goroce's take alike.
 func pingpongArgs(c *testCase, port int) []string {
@@ -129,6 +151,9 @@ type testCase struct {
 	// IPv6 (afcases.go).
 	backend string
 	ipv6    bool
+	conn    string // perftest's -c (UC, UD; "" is RC, perftest's default)
+	dur     int    // perftest's -D in seconds (0: -n iters)
+	qps     int    // srq_pingpong's -q
 }
 
 func (c *testCase) name() string {
@@ -136,6 +161,15 @@ func (c *testCase) name() string {
 		return c.smcName()
 	}
 	s := fmt.Sprintf("%s s=%d m=%d n=%d", c.tool.name, c.size, c.mtu, c.iters)
+	if c.dur > 0 {
+		s = fmt.Sprintf("%s s=%d m=%d D=%d", c.tool.name, c.size, c.mtu, c.dur)
+	}
+	if c.conn != "" {
+		s += " -c " + c.conn
+	}
+	if c.qps > 0 {
+		s += fmt.Sprintf(" q=%d", c.qps)
+	}
 	if c.events {
 		s += " -e"
 	}
@@ -178,7 +212,7 @@ func (c *testCase) nicMTU() int {
 
 // timeout bounds each program of the case, in seconds.
 func (c *testCase) timeout() int {
-	t := 30 + c.size/1024*c.iters/2000 // a generous 2 MB/s floor
+	t := 30 + c.size/1024*c.iters/2000 + c.dur // a generous 2 MB/s floor
 	if c.lossy() {
 		t *= 4
 	}
@@ -218,6 +252,7 @@ func cases() []testCase {
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 4096, iters: 200, mtu: 1024, loss: 5, lossIn: 5})...)
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
 	cs = append(cs, backendCases()...)
+	cs = append(cs, verbsCases()...)
 	return append(cs, smcCases()...)
 }
 

@@ -210,6 +210,13 @@ func TestEndRace(t *testing.T) {
 	assert.True(t, ok)
 	assert.Contains(t, why, "rxe (the server, exit 143)")
 
+	// The same in a perftest case is a failure: perftest ends with a
+	// hand-shake after its last completion.
+	pc := c
+	pc.tool = ibReadBW
+	_, ok = endRace(&pc, r)
+	assert.False(t, ok)
+
 	// The ACK is on the wire and nothing drops it after the capture: rxe's own failure.
 	r.cap.lastReqAcked[guestIP] = true
 	_, ok = endRace(&c, r)

@@ -206,7 +206,7 @@ type harness struct {
 // run prepares the host, then runs each guest's cases: the guests one
 // after the other (one QEMU at a time), each stopped before the next boots.
 func (h *harness) run(ctx context.Context, todo []testCase) ([]*result, error) {
-	if err := h.prepareHost(ctx); err != nil {
+	if err := h.prepareHost(ctx, todo); err != nil {
 		return nil, err
 	}
 	if err := os.RemoveAll(h.opts.out); err != nil {
@@ -242,8 +242,9 @@ func (h *harness) run(ctx context.Context, todo []testCase) ([]*result, error) {
 }
 
 // prepareHost checks for the host's programs and installs the missing
-// ones with apt-get (qemu-system-x86, tcpdump).
-func (h *harness) prepareHost(ctx context.Context) error {
+// ones with apt-get (qemu-system-x86, tcpdump), and for goroce's programs
+// that the cases run.
+func (h *harness) prepareHost(ctx context.Context, todo []testCase) error {
 	need := map[string]string{"qemu-system-x86_64": "qemu-system-x86", "tcpdump": "tcpdump", "dpkg-deb": "dpkg", "xz": "xz-utils"}
 	var missing []string
 	for prog, pkg := range need {
@@ -270,7 +271,13 @@ func (h *harness) prepareHost(ctx context.Context) error {
 	}
 	progs := []string{"rocedump"}
 	if !h.opts.guestOnly {
-		progs = append(progs, rcPingpong.goroceCmd)
+		seen := map[string]bool{}
+		for _, c := range todo {
+			if c.tool != nil && !seen[c.tool.goroceCmd] {
+				seen[c.tool.goroceCmd] = true
+				progs = append(progs, c.tool.goroceCmd)
+			}
+		}
 	}
 	for _, p := range progs {
 		if _, err := os.Stat(filepath.Join(h.opts.bin, p)); err != nil {

@@ -51,7 +51,7 @@ func (h *harness) report(w io.Writer, res []*result, wall time.Duration) {
 			fmt.Fprintf(&sb, "goroce interop, SMC-R: guest kernel %s (smc, rdma_rxe) under QEMU/%s; goroce on %s; UEID %s, pnet %s\n\n", g.release, accel, hostIP, InteropUEID, InteropPnetID)
 			smcTable(&sb, res, rows)
 		default:
-			fmt.Fprintf(&sb, "goroce interop, RC verbs: guest kernel %s (rdma_rxe) under QEMU/%s; goroce on %s\n\n", g.release, accel, hostIP)
+			fmt.Fprintf(&sb, "goroce interop, verbs (RC, UC, UD, SRQ; rdma-core and perftest): guest kernel %s (rdma_rxe) under QEMU/%s; goroce on %s\n\n", g.release, accel, hostIP)
 			rcTable(&sb, res, rows)
 		}
 		sb.WriteString("\n")

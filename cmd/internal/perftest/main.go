@@ -492,7 +492,8 @@ func (s *session) sendLat() error {
 	return s.closeConn()
 }
 
-// rdmaLat is write_lat's and read_lat's main.
+// rdmaLat is write_lat's and read_lat's main: write_lat's two sides
+// ping-pong, read_lat's client reads from a server that only waits.
 func (s *session) rdmaLat() error {
 	p, c := s.p, s.c
 	if err := s.barrier(); err != nil {
@@ -506,6 +507,15 @@ func (s *session) rdmaLat() error {
 	}
 	if err := s.barrier(); err != nil {
 		return err
+	}
+	if p.t.verb == Read && !p.isClient() {
+		// Only the client reads: read_lat's server waits for the end
+		// and prints no table (what perftest's, on rxe, does).
+		if err := s.closeConn(); err != nil {
+			return err
+		}
+		fmt.Fprint(s.out, resultLine)
+		return nil
 	}
 	p.printLatHeader(s.out)
 	snd := c.newSender(s.rem)

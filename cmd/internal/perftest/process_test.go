@@ -218,9 +218,11 @@ func TestToolsProcesses(t *testing.T) {
 			assert.Contains(t, srv.out(), gidLine+"1\n")
 			assert.Contains(t, cli.out(), gidLine+"2\n")
 
-			// The result lines: the client's (and a latency server's,
-			// and send_bw's server's) for every size; write_bw's, read_bw's
-			// and atomic_bw's server prints the client's last.
+			// The result lines: the client's (and send_lat's and
+			// write_lat's server's, and send_bw's server's) for every
+			// size; write_bw's, read_bw's and atomic_bw's server prints
+			// the client's last; read_lat's server takes no part in the
+			// test and prints none.
 			check := func(out string, sizes []int) {
 				t.Helper()
 				var re *regexp.Regexp
@@ -245,9 +247,12 @@ func TestToolsProcesses(t *testing.T) {
 				}
 			}
 			check(cli.out(), tc.sizes)
-			if tc.test.kind == BW && tc.test.verb != Send {
+			switch {
+			case tc.test == ReadLat:
+				check(srv.out(), nil)
+			case tc.test.kind == BW && tc.test.verb != Send:
 				check(srv.out(), tc.sizes[len(tc.sizes)-1:])
-			} else {
+			default:
 				check(srv.out(), tc.sizes)
 			}
 		})
