@@ -339,9 +339,9 @@ func TestAllCases(t *testing.T) {
 		if set == "all" {
 			assert.Equal(t, nrc, again)
 		} else {
-			// Only rc_pingpong's, and not all of them.
-			assert.Less(t, again, nplain)
-			assert.Greater(t, again, nplain/3)
+			// Only a few of rc_pingpong's.
+			assert.Less(t, again, nplain/4)
+			assert.GreaterOrEqual(t, again, 8)
 		}
 		// The RC cases, then those again on the SMC-R guest, then the SMC-R cases.
 		for i, c := range both {
@@ -354,7 +354,8 @@ func TestAllCases(t *testing.T) {
 				if set == "quick" {
 					assert.Equal(t, rcPingpong, c.tool)
 					assert.Equal(t, 1024, c.mtu)
-					assert.False(t, c.size == 65536 && c.lossy(), c.name())
+					assert.False(t, c.lossy(), c.name())
+					assert.GreaterOrEqual(t, c.size, 4096, c.name())
 					assert.Empty(t, c.variant(), "the AF_PACKET and IPv6 cases run on the RC guest only")
 				}
 			default:
