@@ -14,9 +14,9 @@ import (
 //	                                                            once the peer is done too
 //	Close, nothing unread            peer_conn_closed (with     the connection ends when the
 //	                                 done_writing if sent)      peer closed too (or at closeWait)
-//	Close with unread data, or       peer_conn_abort (with      the connection ends at once
-//	  after an error or a peer abort done_writing if sent)
-//	  or after SetLinger(0)
+//	Close with unread data, or       peer_conn_abort (with      the connection ends when the
+//	  after an error, or after       done_writing if sent)      peer answers (or at closeWait;
+//	  SetLinger(0)                                              at once after a peer abort)
 //
 // The flags are cumulative, as Linux's: a CDC repeats every flag sent
 // before. The TCP connection follows as Linux's internal socket does:
@@ -101,7 +101,12 @@ func (s *smcConn) close() error {
 	if abort {
 		s.failLocked(errConnClosed)
 	}
-	end := abort || s.peerClosed || s.peerAborted || !tellPeer
+	// An abort waits for the peer's answer too, as Linux's
+	// PEERCLOSEWAIT1: a WRITE of the peer's may still be on its way into
+	// the RMB, and a DELETE_RKEY sent now would race it (a Linux peer was
+	// seen to write with the rkey it had just deleted, which takes the
+	// link down).
+	end := s.peerClosed || s.peerAborted || !tellPeer
 	if !end && !s.freed {
 		// Wait for the peer's close in the background; give up after
 		// closeWait with an abort.
