@@ -201,13 +201,23 @@ func (s *sock) queued() (int, error) {
 	return n, nil
 }
 
-// waitQueued waits until at least n bytes are queued for reading, or the
-// deadline passes; it returns how many are.
+// waitQueued waits until at least n bytes are queued for reading, or some
+// are and no more have come for settle (a TCP receive queue of many small
+// segments closes the window before it holds n bytes: their memory, not
+// their bytes, fills the buffer), or the deadline passes; it returns how
+// many are. Some unread data is what makes a close an abort.
 func (s *sock) waitQueued(n int, deadline time.Time) (int, error) {
+	const settle = time.Second
+	last, since := -1, time.Now()
 	for {
 		q, err := s.queued()
 		if err != nil || q >= n {
 			return q, err
+		}
+		if q != last {
+			last, since = q, time.Now()
+		} else if q > 0 && time.Since(since) >= settle {
+			return q, nil
 		}
 		if time.Now().After(deadline) {
 			return q, errTimeout
