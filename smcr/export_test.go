@@ -11,6 +11,10 @@ import (
 // plain backend. Tests only.
 func SetBackendWrapper(wrap func(rocev2.Backend) rocev2.Backend) { backendWrapper = wrap }
 
+// DropConfirmLinks makes clients drop the next n CONFIRM_LINK requests
+// they receive. Tests only.
+func DropConfirmLinks(n int32) { dropConfirmLinks.Store(n) }
+
 // StackStats are a stack's counters of bad peer input, for tests.
 type StackStats struct {
 	BadCDC, BadLLC, UnknownToken, StaleCDC, CDCViolation uint64

@@ -116,3 +116,19 @@ func TestManyConnectionsShareALinkGroup(t *testing.T) {
 	require.Zero(t, clientStats().RKeysUnconfirmed)
 	require.Zero(t, serverStats().RKeysUnconfirmed)
 }
+
+// A Linux client drops a CONFIRM_LINK that arrives before it waits for one
+// (it sends its CLC Confirm first): the server sends it again while it
+// waits, and the connection is SMC-R, not a fallback after the wait.
+func TestConfirmLinkDroppedByTheClient(t *testing.T) {
+	for _, drop := range []int32{1, 2} {
+		p := newPair(t, nil)
+		smcr.DropConfirmLinks(drop)
+		c, s := p.dial(t)
+		smcr.DropConfirmLinks(0)
+		requireMode(t, c, smcr.ModeSMCRv2)
+		requireMode(t, s, smcr.ModeSMCRv2)
+		c.Close()
+		s.Close()
+	}
+}

@@ -12,6 +12,15 @@ import (
 const (
 	serverConfirmLinkWait = 2 * time.Second
 	clientConfirmLinkWait = 4 * time.Second
+	// serverConfirmLinkResend is how often the server sends its
+	// CONFIRM_LINK again while it waits. A Linux client sends its CLC
+	// Confirm before it starts the LLC flow that takes the CONFIRM_LINK,
+	// and drops one that comes in between; a Linux server registers its
+	// buffers first and so is rarely that quick, goroce's is (seen with a
+	// slow guest: the client acknowledged the CONFIRM_LINK on the wire and
+	// never answered it). A client that got the first answers the second
+	// as well, or drops it.
+	serverConfirmLinkResend = 400 * time.Millisecond
 )
 
 var timeAfter = time.After
@@ -162,12 +171,22 @@ func (h *handshake) serverConfirmLink() error {
 		return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK: %v", err)
 	}
 	deadline := timeAfter(serverConfirmLinkWait)
+	resend := time.NewTicker(serverConfirmLinkResend)
+	defer resend.Stop()
 	for {
 		select {
 		case r := <-g.resp:
 			if smcwire.LLCType(r[0]).Base() != smcwire.LLCConfirmLink {
 				continue
 			}
+		case <-resend.C:
+			g.flowMu.Lock()
+			err := g.sendLLC(g.confirmLinkMsg(false), g.stop)
+			g.flowMu.Unlock()
+			if err != nil {
+				return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK: %v", err)
+			}
+			continue
 		case <-g.lnk.dead:
 			return decline(smcwire.DiagTimeoutCL, "the link failed during CONFIRM_LINK: %v", g.lnk.downErr)
 		case <-deadline:
