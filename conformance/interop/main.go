@@ -60,7 +60,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory with goroce's programs (rc_pingpong, rocedump)")
 	flag.StringVar(&o.cache, "cache", envOr("GOROCE_INTEROP_CACHE", "/var/cache/goroce-interop"), "package and image cache")
 	flag.StringVar(&o.kernelPkg, "kernel-pkg", "linux-image-amd64", "Debian kernel package of the guest of the RC cases")
-	flag.StringVar(&o.rcOnSMC, "rc-on-smc-guest", "quick", "the RC cases run on the SMC-R guest's kernel (6.12) too, before its SMC-R cases: quick (rc_pingpong's loss-free 4 KiB and 64 KiB cases of path MTU 1024), all, or none")
+	flag.StringVar(&o.rcOnSMC, "rc-on-smc-guest", "quick", "the RC cases run on the SMC-R guest's kernel (6.12) too, before its SMC-R cases: quick (rc_pingpong's 64 KiB case at path MTU 1024, where rxe's completer stall was seen), all, or none")
 	flag.StringVar(&o.smcKernelPkg, "smc-kernel-pkg", "linux-image-6.12-amd64", "Debian kernel package of the guest of the SMC-R cases (stock 6.1's rxe breaks SMC-R)")
 	flag.StringVar(&o.accel, "accel", "auto", "QEMU accelerator: auto (KVM if /dev/kvm is usable), kvm or tcg")
 	flag.DurationVar(&o.bootTimeout, "boot-timeout", 0, "time for the guest to boot (0: 90s with KVM, 300s with TCG); retried once")
