@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/goroce/goroce/internal/mmsg"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rocev2"
@@ -55,7 +57,7 @@ type Backend struct {
 		headers []byte       // txHeaderLen per message: virtio_net_hdr and the frame's headers
 		index   []int        // index in the batch of each message's datagram
 		ipID    uint16       // the next IPv4 ID
-		call    *mmsgCall
+		call    *mmsg.Call
 		// The destination of the last packet and its MAC, valid while the
 		// resolver's generation is gen: a burst to one peer looks the
 		// neighbour up once.
@@ -79,10 +81,8 @@ type Backend struct {
 		next    int       // the message being handed out
 		msg     rxMessage // message next, validated
 		seg     int       // its next segment (0: not validated yet)
-		call    *mmsgCall
+		call    *mmsg.Call
 		kernel  rxKernel
-		tryFn   func(fd uintptr)
-		peekFn  func(fd uintptr) bool
 		slots   []ringSlot // per buffer, what the ring copied into it
 	}
 }
@@ -158,7 +158,7 @@ func newBackend(l link, f *os.File, cfg Config) (*Backend, error) {
 	b.tx.headers = make([]byte, b.batch*txHeaderLen)
 	b.tx.index = make([]int, b.batch)
 	b.tx.ipID = uint16(rand.Uint32())
-	b.tx.call = newMmsgCall(unix.SYS_SENDMMSG)
+	b.tx.call = mmsg.NewCall(unix.SYS_SENDMMSG)
 	b.tx.write = b.sendmmsg
 
 	// One buffer per frame, as long as the longest GSO super-frame a
@@ -183,9 +183,7 @@ func newBackend(l link, f *os.File, cfg Config) (*Backend, error) {
 		h.Control = &b.rx.oob[i*rxOOBLen]
 		h.SetControllen(rxOOBLen)
 	}
-	b.rx.call = newMmsgCall(unix.SYS_RECVMMSG)
-	b.rx.tryFn = func(fd uintptr) { b.rx.call.call(fd) } // EAGAIN leaves n = 0
-	b.rx.peekFn = peek
+	b.rx.call = mmsg.NewCall(unix.SYS_RECVMMSG)
 	b.rx.kernel = socketKernel{b}
 	return b, nil
 }

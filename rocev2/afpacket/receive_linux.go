@@ -3,6 +3,8 @@ package afpacket
 import (
 	"encoding/binary"
 
+	"github.com/goroce/goroce/internal/mmsg"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rocev2"
@@ -219,20 +221,12 @@ type socketKernel struct{ b *Backend }
 func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	b := k.b
 	if wait {
-		return b.rx.call.do(b.rc, hdrs)
+		return b.rx.call.Do(b.rc, hdrs)
 	}
-	c := b.rx.call
-	c.hdrs = hdrs
-	c.n, c.err = 0, nil
-	err := b.rc.Control(b.rx.tryFn)
-	c.hdrs = nil
-	if err != nil {
-		return 0, err
-	}
-	return c.n, c.err
+	return b.rx.call.Try(b.rc, hdrs)
 }
 
-func (k socketKernel) waitReadable() error { return k.b.rc.Read(k.b.rx.peekFn) }
+func (k socketKernel) waitReadable() error { return k.b.rc.Read(mmsg.Peek) }
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}

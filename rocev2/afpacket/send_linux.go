@@ -178,5 +178,5 @@ func (b *Backend) dest(ap netip.AddrPort) (netip.AddrPort, bool) {
 
 // sendmmsg is the default tx.write.
 func (b *Backend) sendmmsg(hdrs []unix.Mmsghdr) (int, error) {
-	return b.tx.call.do(b.rc, hdrs)
+	return b.tx.call.Do(b.rc, hdrs)
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/goroce/goroce/internal/mmsg"
+
 	"github.com/goroce/goroce/rocev2"
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +48,7 @@ type Backend struct {
 		m     mmsgs
 		first []int // index in the Send batch of each message's first datagram
 		segs  []int // datagrams in each message
-		call  *mmsgCall
+		call  *mmsg.Call
 		// write sends hdrs; tests swap it to inject errors.
 		write func(hdrs []unix.Mmsghdr) (int, error)
 	}
@@ -57,16 +59,12 @@ type Backend struct {
 	rx struct {
 		m     mmsgs
 		bufs  []byte
-		call  *mmsgCall
+		call  *mmsg.Call
 		count int
 		next  int
 		off   int
 		// kernel fills the messages: the socket, or a test's stand-in.
 		kernel rxKernel
-		// Callbacks bound once (a method value allocates): tryFn makes one
-		// non-blocking recvmmsg, peekFn checks for a waiting datagram.
-		tryFn  func(fd uintptr)
-		peekFn func(fd uintptr) bool
 	}
 }
 
@@ -122,7 +120,7 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 	b.tx.m = newMmsgs(b.batch, b.batch, segmentCmsgLen)
 	b.tx.first = make([]int, b.batch)
 	b.tx.segs = make([]int, b.batch)
-	b.tx.call = newMmsgCall(unix.SYS_SENDMMSG)
+	b.tx.call = mmsg.NewCall(unix.SYS_SENDMMSG)
 	b.tx.write = b.sendmmsg
 
 	// Receive: one buffer per message; the iovecs never change.
@@ -140,9 +138,7 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 		h.Namelen = sockaddrLen
 		h.SetControllen(b.rx.m.oobLen)
 	}
-	b.rx.call = newMmsgCall(unix.SYS_RECVMMSG)
-	b.rx.tryFn = func(fd uintptr) { b.rx.call.call(fd) } // EAGAIN leaves n = 0
-	b.rx.peekFn = peek
+	b.rx.call = mmsg.NewCall(unix.SYS_RECVMMSG)
 	b.rx.kernel = socketKernel{b}
 	return b, nil
 }

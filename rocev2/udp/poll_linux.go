@@ -1,10 +1,7 @@
 package udp
 
 import (
-	"unsafe"
-
 	"github.com/goroce/goroce/rocev2"
-	"golang.org/x/sys/unix"
 )
 
 var _ rocev2.Poller = (*Backend)(nil)
@@ -22,25 +19,6 @@ func (b *Backend) WaitReadable() error {
 		return b.ioError("wait", err)
 	}
 	return nil
-}
-
-// peek reports whether a datagram is waiting, without taking it. It makes
-// the system call itself: unix.Recvfrom would also ask for the sender's
-// address, which costs a getsockopt and an allocation per call. An empty
-// datagram counts as waiting (the call returns 0 bytes and no error).
-func peek(fd uintptr) bool {
-	var one [1]byte
-	for {
-		_, _, err := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&one[0])), 1,
-			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-		switch err {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		return true // a datagram (err 0), or an error the next receive reports
-	}
 }
 
 // TryReceive is Receive without waiting: it hands out what is left of the

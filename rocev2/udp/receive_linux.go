@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"github.com/goroce/goroce/internal/mmsg"
 	"github.com/goroce/goroce/rocev2"
 	"golang.org/x/sys/unix"
 )
@@ -147,20 +148,12 @@ type socketKernel struct{ b *Backend }
 func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	b := k.b
 	if wait {
-		return b.rx.call.do(b.rc, hdrs)
+		return b.rx.call.Do(b.rc, hdrs)
 	}
-	c := b.rx.call
-	c.hdrs = hdrs
-	c.n, c.err = 0, nil
-	err := b.rc.Control(b.rx.tryFn)
-	c.hdrs = nil
-	if err != nil {
-		return 0, err
-	}
-	return c.n, c.err
+	return b.rx.call.Try(b.rc, hdrs)
 }
 
-func (k socketKernel) waitReadable() error { return k.b.rc.Read(k.b.rx.peekFn) }
+func (k socketKernel) waitReadable() error { return k.b.rc.Read(mmsg.Peek) }
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}

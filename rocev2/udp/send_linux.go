@@ -159,7 +159,7 @@ func (b *Backend) scopeOf(dst netip.AddrPort) uint32 {
 
 // sendmmsg is the default tx.write.
 func (b *Backend) sendmmsg(hdrs []unix.Mmsghdr) (int, error) {
-	return b.tx.call.do(b.rc, hdrs)
+	return b.tx.call.Do(b.rc, hdrs)
 }
 
 // refusesGSO reports whether a send failed because the kernel will not do
