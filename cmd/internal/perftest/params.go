@@ -6,8 +6,9 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/goroce/goroce/cmd/internal/getopt"
 
 	"github.com/goroce/goroce/rocev2"
 )
@@ -179,60 +180,22 @@ func (t *Test) defaults() params {
 // server operand anywhere), then applies perftest's dependencies.
 func (t *Test) parse(args []string, stderr io.Writer) (params, error) {
 	p := t.defaults()
-	var operands []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			operands = append(operands, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "--") || t.isGoroceLong(a):
-			s, val, hasVal, err := t.matchLong(a, stderr)
-			if err != nil {
-				return p, err
-			}
-			if s.hasArg && !hasVal {
-				if i+1 == len(args) {
-					fmt.Fprintf(stderr, "%s: option '--%s' requires an argument\n", t.name, s.long)
-					return p, errUsage
-				}
-				i++
-				val = args[i]
-			} else if !s.hasArg && hasVal {
-				fmt.Fprintf(stderr, "%s: option '--%s' doesn't allow an argument\n", t.name, s.long)
-				return p, errUsage
-			}
-			if err := p.set(s, val, stderr); err != nil {
-				return p, err
-			}
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				s, ok := t.shortSpec(a[j])
-				if !ok {
-					fmt.Fprintf(stderr, "%s: invalid option -- '%c'\n", t.name, a[j])
-					return p, errBadOption
-				}
-				var val string
-				if s.hasArg {
-					switch {
-					case j+1 < len(a):
-						val = a[j+1:]
-					case i+1 < len(args):
-						i++
-						val = args[i]
-					default:
-						fmt.Fprintf(stderr, "%s: option requires an argument -- '%c'\n", t.name, a[j])
-						return p, errUsage
-					}
-					j = len(a)
-				}
-				if err := p.set(s, val, stderr); err != nil {
-					return p, err
-				}
-			}
-		default:
-			operands = append(operands, a)
+	gp := getopt.Parser{Prog: t.name}
+	var specs []optSpec // this test's options, as gp.Opts
+	for _, s := range opts {
+		if t.has(s) {
+			specs = append(specs, s)
+			gp.Opts = append(gp.Opts, getopt.Opt{Short: s.short, Long: s.long, HasArg: s.hasArg, Goroce: s.goroce})
 		}
+	}
+	operands, err := gp.Parse(args, func(i int, val string) error { return p.set(specs[i], val, stderr) }, stderr)
+	switch {
+	case errors.Is(err, getopt.ErrBadOption):
+		return p, errBadOption
+	case errors.Is(err, getopt.ErrUsage):
+		return p, errUsage
+	case err != nil:
+		return p, err
 	}
 	switch len(operands) {
 	case 0:
@@ -243,53 +206,6 @@ func (t *Test) parse(args []string, stderr io.Writer) (params, error) {
 		return p, errUsage
 	}
 	return p, p.force(stderr)
-}
-
-func (t *Test) isGoroceLong(a string) bool {
-	if len(a) < 2 || a[0] != '-' || a[1] == '-' {
-		return false
-	}
-	name, _, _ := strings.Cut(a[1:], "=")
-	for _, s := range opts {
-		if s.goroce && s.long == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (t *Test) shortSpec(c byte) (optSpec, bool) {
-	for _, s := range opts {
-		if s.short == c && t.has(s) {
-			return s, true
-		}
-	}
-	return optSpec{}, false
-}
-
-func (t *Test) matchLong(a string, stderr io.Writer) (optSpec, string, bool, error) {
-	name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-	var found []optSpec
-	for _, s := range opts {
-		if !t.has(s) {
-			continue
-		}
-		if s.long == name {
-			return s, val, hasVal, nil
-		}
-		if name != "" && strings.HasPrefix(s.long, name) {
-			found = append(found, s)
-		}
-	}
-	if len(found) == 1 {
-		return found[0], val, hasVal, nil
-	}
-	if len(found) == 0 {
-		fmt.Fprintf(stderr, "%s: unrecognized option '%s'\n", t.name, a)
-	} else {
-		fmt.Fprintf(stderr, "%s: option '%s' is ambiguous\n", t.name, a)
-	}
-	return optSpec{}, "", false, errBadOption
 }
 
 // set applies one option. Numbers are read like strtol with base 0, and

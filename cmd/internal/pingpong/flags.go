@@ -6,8 +6,9 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/goroce/goroce/cmd/internal/getopt"
 
 	"github.com/goroce/goroce/rocev2"
 )
@@ -95,68 +96,20 @@ var (
 	errHelp  = errors.New("help")
 )
 
-// parseFlags parses args the way glibc's getopt_long does for the
-// original: short options may be clustered (-ec) and take their argument
-// attached (-s64) or separately (-s 64); long options may be abbreviated to
-// a unique prefix and take --opt=value or --opt value; options and the
-// server operand may come in any order; "--" ends the options. Diagnostics
-// go to stderr in getopt's words.
+// parseFlags parses args as getopt_long does for the original (see
+// cmd/internal/getopt).
 func (k *Kind) parseFlags(prog string, args []string, stderr io.Writer) (options, error) {
 	o := k.defaultOptions()
-	var operands []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			operands = append(operands, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "--") || k.isGoroceLong(a):
-			spec, val, hasVal, err := k.matchLong(prog, a, stderr)
-			if err != nil {
-				return o, err
-			}
-			if spec.hasArg && !hasVal {
-				if i+1 == len(args) {
-					fmt.Fprintf(stderr, "%s: option '--%s' requires an argument\n", prog, spec.long)
-					return o, errUsage
-				}
-				i++
-				val = args[i]
-			} else if !spec.hasArg && hasVal {
-				fmt.Fprintf(stderr, "%s: option '--%s' doesn't allow an argument\n", prog, spec.long)
-				return o, errUsage
-			}
-			if err := o.set(prog, spec, val, stderr); err != nil {
-				return o, err
-			}
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				spec, ok := k.shortSpec(a[j])
-				if !ok {
-					fmt.Fprintf(stderr, "%s: invalid option -- '%c'\n", prog, a[j])
-					return o, errUsage
-				}
-				var val string
-				if spec.hasArg {
-					switch {
-					case j+1 < len(a):
-						val = a[j+1:]
-					case i+1 < len(args):
-						i++
-						val = args[i]
-					default:
-						fmt.Fprintf(stderr, "%s: option requires an argument -- '%c'\n", prog, a[j])
-						return o, errUsage
-					}
-					j = len(a)
-				}
-				if err := o.set(prog, spec, val, stderr); err != nil {
-					return o, err
-				}
-			}
-		default:
-			operands = append(operands, a)
-		}
+	gp := getopt.Parser{Prog: prog, ListAmbiguous: true}
+	for _, s := range k.opts {
+		gp.Opts = append(gp.Opts, getopt.Opt{Short: s.short, Long: s.long, HasArg: s.hasArg, Goroce: s.goroce})
+	}
+	operands, err := gp.Parse(args, func(i int, val string) error { return o.set(prog, k.opts[i], val, stderr) }, stderr)
+	switch {
+	case errors.Is(err, getopt.ErrBadOption) || errors.Is(err, getopt.ErrUsage):
+		return o, errUsage // the original: any bad option is a usage error
+	case err != nil:
+		return o, err
 	}
 	switch len(operands) {
 	case 0:
@@ -166,58 +119,6 @@ func (k *Kind) parseFlags(prog string, args []string, stderr io.Writer) (options
 		return o, errUsage // the original: more than one operand is a usage error
 	}
 	return o, nil
-}
-
-// isGoroceLong reports whether a single-dash argument names one of goroce's
-// own long options (-udp-port 4791, -stats), as the Go flag package would
-// spell them. Such a word would otherwise read as a cluster of short options.
-func (k *Kind) isGoroceLong(a string) bool {
-	if len(a) < 2 || a[0] != '-' || a[1] == '-' {
-		return false
-	}
-	name, _, _ := strings.Cut(a[1:], "=")
-	for _, s := range k.opts {
-		if s.goroce && s.long == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (k *Kind) shortSpec(c byte) (optSpec, bool) {
-	for _, s := range k.opts {
-		if s.short == c {
-			return s, true
-		}
-	}
-	return optSpec{}, false
-}
-
-// matchLong finds a long option by its name or a unique prefix of it.
-func (k *Kind) matchLong(prog, a string, stderr io.Writer) (spec optSpec, val string, hasVal bool, err error) {
-	name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-	var found []optSpec
-	for _, s := range k.opts {
-		if s.long == name {
-			return s, val, hasVal, nil
-		}
-		if strings.HasPrefix(s.long, name) && name != "" {
-			found = append(found, s)
-		}
-	}
-	switch len(found) {
-	case 0:
-		fmt.Fprintf(stderr, "%s: unrecognized option '%s'\n", prog, a)
-		return spec, "", false, errUsage
-	case 1:
-		return found[0], val, hasVal, nil
-	}
-	var names []string
-	for _, s := range found {
-		names = append(names, "'--"+s.long+"'")
-	}
-	fmt.Fprintf(stderr, "%s: option '%s' is ambiguous; possibilities: %s\n", prog, a, strings.Join(names, " "))
-	return spec, "", false, errUsage
 }
 
 // set applies one option. Numbers are read like strtol with base 0
