@@ -11,10 +11,9 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/goroce/goroce/internal/mmsg"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/internal/mmsg"
 	"github.com/goroce/goroce/rocev2"
 )
 

@@ -3,10 +3,9 @@ package afpacket
 import (
 	"encoding/binary"
 
-	"github.com/goroce/goroce/internal/mmsg"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/internal/mmsg"
 	"github.com/goroce/goroce/rocev2"
 )
 

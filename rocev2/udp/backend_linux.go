@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/goroce/goroce/internal/mmsg"
-
-	"github.com/goroce/goroce/rocev2"
 	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/internal/mmsg"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // rxBufSize is the receive buffer per message: a GRO super-datagram, or the

@@ -1,9 +1,10 @@
 package udp
 
 import (
+	"golang.org/x/sys/unix"
+
 	"github.com/goroce/goroce/internal/mmsg"
 	"github.com/goroce/goroce/rocev2"
-	"golang.org/x/sys/unix"
 )
 
 // Receive path:

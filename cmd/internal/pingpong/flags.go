@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/internal/getopt"
-
 	"github.com/goroce/goroce/rocev2"
 )
 
