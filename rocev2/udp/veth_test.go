@@ -4,96 +4,31 @@ package udp
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/rocev2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/internal/vethtest"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // The GSO test runs the backend over a veth pair between two network
-// namespaces it creates, and captures what leaves the sending side with an
+// namespaces (internal/vethtest), and captures what leaves the sending side with an
 // AF_PACKET socket: on lo the kernel never cuts a GSO super-datagram on the
 // way out, so only a real device path shows the IPv4 IDs the segments get.
 //
 //	netns A                                   netns B
-//	backend 198.18.0.1:4791 ── vethA ═══ vethB ── backend 198.18.0.2:4791
+//	backend 198.18.N.1:4791 ── vethA ═══ vethB ── backend 198.18.N.2:4791
 //	            AF_PACKET capture ┘
 //
 // Only 198.18.0.0/15 (benchmarking) addresses are used, and only inside the
 // namespaces; deleting a namespace deletes its end of the pair.
-
-// vethPair is two namespaces joined by a veth pair.
-type vethPair struct {
-	nsA, nsB     string
-	vethA, vethB string
-	addrA, addrB netip.Addr
-}
-
-func newVethPair(t *testing.T) *vethPair {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2)")
-	}
-	id := os.Getpid() % 1000000
-	p := &vethPair{
-		nsA: fmt.Sprintf("goroce-%d-a", id), nsB: fmt.Sprintf("goroce-%d-b", id),
-		vethA: fmt.Sprintf("gr%da", id), vethB: fmt.Sprintf("gr%db", id),
-		addrA: netip.MustParseAddr("198.18.0.1"), addrB: netip.MustParseAddr("198.18.0.2"),
-	}
-	ip(t, "netns", "add", p.nsA)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.nsA).Run() })
-	ip(t, "netns", "add", p.nsB)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.nsB).Run() })
-	ip(t, "link", "add", p.vethA, "netns", p.nsA, "type", "veth", "peer", "name", p.vethB, "netns", p.nsB)
-	ip(t, "-n", p.nsA, "addr", "add", p.addrA.String()+"/24", "dev", p.vethA)
-	ip(t, "-n", p.nsB, "addr", "add", p.addrB.String()+"/24", "dev", p.vethB)
-	ip(t, "-n", p.nsA, "link", "set", p.vethA, "up")
-	ip(t, "-n", p.nsB, "link", "set", p.vethB, "up")
-	return p
-}
-
-func ip(t *testing.T, args ...string) {
-	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	require.NoError(t, err, "ip %v: %s", args, out)
-}
-
-// inNetns runs f on an OS thread that has joined the named namespace, and
-// waits for it. Sockets f creates stay in that namespace for their lifetime,
-// whatever thread uses them later. The thread is never unlocked, so the
-// runtime ends it with the goroutine instead of reusing it elsewhere.
-func inNetns(name string, f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	return <-done
-}
 
 // capture is an AF_PACKET socket on one interface.
 type capture struct{ fd int }
@@ -161,20 +96,20 @@ func totalLen(pkts []rocev2.Datagram) (n int) {
 }
 
 func TestGSOSegmentsOnVeth(t *testing.T) {
-	p := newVethPair(t)
+	p := vethtest.New(t)
 	var a, b *Backend
 	var capA *capture
-	require.NoError(t, inNetns(p.nsA, func() (err error) {
-		if a, err = Open(Config{Addr: netip.AddrPortFrom(p.addrA, rocev2.UDPPort)}); err != nil {
+	require.NoError(t, vethtest.In(p.NSA, func() (err error) {
+		if a, err = Open(Config{Addr: netip.AddrPortFrom(p.A, rocev2.UDPPort)}); err != nil {
 			return err
 		}
-		capA, err = openCapture(p.vethA)
+		capA, err = openCapture(p.IfA)
 		return err
 	}))
 	t.Cleanup(func() { a.Close() })
 	t.Cleanup(func() { capA.Close() })
-	require.NoError(t, inNetns(p.nsB, func() (err error) {
-		b, err = Open(Config{Addr: netip.AddrPortFrom(p.addrB, rocev2.UDPPort)})
+	require.NoError(t, vethtest.In(p.NSB, func() (err error) {
+		b, err = Open(Config{Addr: netip.AddrPortFrom(p.B, rocev2.UDPPort)})
 		return err
 	}))
 	t.Cleanup(func() { b.Close() })
@@ -215,7 +150,7 @@ func TestGSOSegmentsOnVeth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.gsoSegs != "" {
-				ip(t, "-n", p.nsA, "link", "set", p.vethA, "gso_max_segs", tc.gsoSegs)
+				vethtest.Run(t, "-n", p.NSA, "link", "set", p.IfA, "gso_max_segs", tc.gsoSegs)
 			}
 			pkts := packets(t, rng, b.LocalAddr(), tc.sizes)
 			require.NoError(t, a.Send(pkts))
@@ -241,7 +176,7 @@ func TestGSOSegmentsOnVeth(t *testing.T) {
 					assert.Equal(t, pkts[i].Buf, fr.Payload, "frame %d", i)
 				}
 			} else {
-				t.Logf("%s: %d packets left as %d frames (the device took the GSO super-packet)", p.vethA, len(pkts), len(frames))
+				t.Logf("%s: %d packets left as %d frames (the device took the GSO super-packet)", p.IfA, len(pkts), len(frames))
 			}
 
 			got := receiveN(t, b, len(pkts), 5*time.Second)
