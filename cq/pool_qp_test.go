@@ -16,9 +16,10 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/faulty"
-	"github.com/goroce/goroce/rocev2/memlink"
 )
 
 // side is one device with its pool and buffer.
@@ -102,7 +103,7 @@ var legacy = design{
 // to completion on the device (PoolConfig.Devices); with faults its packets
 // go through a fault injector.
 func newSide(t *testing.T, network *memlink.Network, addr string, des design, conns int, rtc bool, faults *faulty.Config) *side {
-	var be rocev2.Backend
+	var be backend.Backend
 	be, err := network.Attach(netip.MustParseAddrPort(addr))
 	require.NoError(t, err)
 	var injector *faulty.Backend

@@ -13,7 +13,7 @@
 // Writer records frames (or RoCEv2 packets of a UDP socket backend, framed
 // in synthesised Ethernet/IP/UDP headers) as pcapng with per-packet
 // direction and comments, or as classic pcap; Reader reads either back.
-// Tap wraps any rocev2.Backend and records every packet it sends and
+// Tap wraps any backend.Backend and records every packet it sends and
 // receives through a Writer, so that a device is captured without hooks in
 // the device or its queue pairs (gVisor's sniffer endpoint works the same
 // way).

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
-// Tap is a rocev2.Backend that records every packet another backend sends
+// Tap is a backend.Backend that records every packet another backend sends
 // and receives into a capture. It is a decorator, like gVisor's sniffer
 // endpoint around a link endpoint: the device and its queue pairs know
 // nothing of it, and any backend (UDP, memlink, a fault injector) can be
@@ -28,7 +29,7 @@ import (
 // disturb the traffic: the Tap counts the failed writes and keeps the first
 // error for Err.
 type Tap struct {
-	inner rocev2.Backend
+	inner backend.Backend
 	w     *Writer
 	local netip.AddrPort
 
@@ -38,7 +39,7 @@ type Tap struct {
 	err   error // the first capture write error
 }
 
-var _ rocev2.Backend = (*Tap)(nil)
+var _ backend.Backend = (*Tap)(nil)
 
 // Comments recorded with packets the device will not accept as they are.
 const (
@@ -50,18 +51,18 @@ const (
 // them with w; give a device t.Backend(), which keeps inner's non-blocking
 // receive if it has one. The Tap does not own w: close the device (which
 // closes the Tap and inner) before closing w.
-func NewTap(inner rocev2.Backend, w *Writer) *Tap {
+func NewTap(inner backend.Backend, w *Writer) *Tap {
 	return &Tap{inner: inner, w: w, local: inner.LocalAddr()}
 }
 
 // Unwrap returns the tapped backend.
-func (t *Tap) Unwrap() rocev2.Backend { return t.inner }
+func (t *Tap) Unwrap() backend.Backend { return t.inner }
 
 // Send sends pkts through the inner backend, then records them as Outbound.
 // Its result is the inner backend's.
-func (t *Tap) Send(pkts []rocev2.Datagram) error {
+func (t *Tap) Send(pkts []backend.Datagram) error {
 	err := t.inner.Send(pkts)
-	if errors.Is(err, rocev2.ErrBackendClosed) {
+	if errors.Is(err, backend.ErrBackendClosed) {
 		return err
 	}
 	comment := ""
@@ -83,22 +84,22 @@ func (t *Tap) Send(pkts []rocev2.Datagram) error {
 
 // Receive receives through the inner backend and records what it returns
 // as Inbound before handing it on.
-func (t *Tap) Receive(pkts []rocev2.Datagram) (int, error) {
+func (t *Tap) Receive(pkts []backend.Datagram) (int, error) {
 	n, err := t.inner.Receive(pkts)
 	t.recordReceived(pkts[:n])
 	return n, err
 }
 
 // Backend returns the Tap as a device should be given it. When the inner
-// backend can receive without blocking (rocev2.Poller), the returned
+// backend can receive without blocking (backend.Poller), the returned
 // backend can too, so that a tapped device keeps its busy-polling path
 // (device.Poller); otherwise it is the Tap itself.
-func (t *Tap) Backend() rocev2.Backend {
-	return rocev2.KeepPolling(t, t.inner, t.recordReceived)
+func (t *Tap) Backend() backend.Backend {
+	return backend.KeepPolling(t, t.inner, t.recordReceived)
 }
 
 // recordReceived records received packets as Inbound.
-func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
+func (t *Tap) recordReceived(pkts []backend.Datagram) {
 	for i := range pkts {
 		d := &pkts[i]
 		if d.Drop != 0 {
@@ -109,9 +110,9 @@ func (t *Tap) recordReceived(pkts []rocev2.Datagram) {
 		}
 		id, comment := d.IPv4ID, ""
 		switch d.ICRC {
-		case rocev2.ICRCBad:
+		case backend.ICRCBad:
 			comment = commentICRCBad
-		case rocev2.ICRCUnchecked:
+		case backend.ICRCUnchecked:
 			// The device will check (and infer the ID) itself; the
 			// capture needs the ID now to frame the packet right.
 			// (record skips a pair no IP header can carry.)

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/backendtest"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/backendtest"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/memlink"
 )
 
 const allAccess = device.AccessLocalWrite | device.AccessRemoteWrite | device.AccessRemoteRead | device.AccessRemoteAtomic
@@ -201,10 +202,10 @@ func verifyCapture(t *testing.T, capture []byte, local, remote string) (out, in 
 // UDP backend's GSO path (IDs 0, 1, 2, …) and hands the same packets back.
 type sealer struct {
 	local netip.AddrPort
-	rx    []rocev2.Datagram
+	rx    []backend.Datagram
 }
 
-func (s *sealer) Send(pkts []rocev2.Datagram) error {
+func (s *sealer) Send(pkts []backend.Datagram) error {
 	for i := range pkts {
 		fl := rocev2.NewFlow(s.local, pkts[i].Addr)
 		fl.IPv4ID = uint16(i)
@@ -214,7 +215,7 @@ func (s *sealer) Send(pkts []rocev2.Datagram) error {
 	return nil
 }
 
-func (s *sealer) Receive(pkts []rocev2.Datagram) (int, error) {
+func (s *sealer) Receive(pkts []backend.Datagram) (int, error) {
 	return copy(pkts, s.rx), nil
 }
 
@@ -231,11 +232,11 @@ func TestTapDoesNotAllocate(t *testing.T) {
 	}
 	local, peer := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
-	batch := make([]rocev2.Datagram, 4)
+	batch := make([]backend.Datagram, 4)
 	for i := range batch {
 		buf, err := f.Append(nil, make([]byte, 64*i))
 		require.NoError(t, err)
-		batch[i] = rocev2.Datagram{Buf: buf, Addr: peer}
+		batch[i] = backend.Datagram{Buf: buf, Addr: peer}
 	}
 	be := &sealer{local: local}
 	var capture bytes.Buffer
@@ -249,9 +250,9 @@ func TestTapDoesNotAllocate(t *testing.T) {
 		fl := rocev2.NewFlow(peer, local)
 		fl.IPv4ID = uint16(i)
 		fl.SealICRC(buf)
-		be.rx = append(be.rx, rocev2.Datagram{Buf: buf, Addr: peer, IPv4ID: uint16(i), ICRC: rocev2.ICRCOK})
+		be.rx = append(be.rx, backend.Datagram{Buf: buf, Addr: peer, IPv4ID: uint16(i), ICRC: backend.ICRCOK})
 	}
-	rx := make([]rocev2.Datagram, 8)
+	rx := make([]backend.Datagram, 8)
 	n, err := tap.Receive(rx)
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
@@ -273,7 +274,7 @@ func TestTapDoesNotAllocate(t *testing.T) {
 type pollingSealer struct{ sealer }
 
 func (p *pollingSealer) WaitReadable() error { return nil }
-func (p *pollingSealer) TryReceive(pkts []rocev2.Datagram) (int, error) {
+func (p *pollingSealer) TryReceive(pkts []backend.Datagram) (int, error) {
 	n := copy(pkts, p.rx)
 	p.rx = p.rx[n:]
 	return n, nil
@@ -288,20 +289,20 @@ func TestTapBackendKeepsPoller(t *testing.T) {
 
 	plain := pcap.NewTap(&sealer{local: local}, w)
 	assert.Same(t, plain, plain.Backend(), "a blocking backend stays blocking")
-	_, isPoller := plain.Backend().(rocev2.Poller)
+	_, isPoller := plain.Backend().(backend.Poller)
 	assert.False(t, isPoller)
 
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
 	pkt, err := f.Append(nil, []byte("hi"))
 	require.NoError(t, err)
-	tap := pcap.NewTap(&pollingSealer{sealer{local: local, rx: []rocev2.Datagram{{Buf: pkt, Addr: peer, ICRC: rocev2.ICRCBad}}}}, w)
-	p, ok := tap.Backend().(rocev2.Poller)
+	tap := pcap.NewTap(&pollingSealer{sealer{local: local, rx: []backend.Datagram{{Buf: pkt, Addr: peer, ICRC: backend.ICRCBad}}}}, w)
+	p, ok := tap.Backend().(backend.Poller)
 	require.True(t, ok, "a polling backend stays polling")
 	require.NoError(t, p.WaitReadable())
-	n, err := p.TryReceive(make([]rocev2.Datagram, 4))
+	n, err := p.TryReceive(make([]backend.Datagram, 4))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	n, err = p.TryReceive(make([]rocev2.Datagram, 4))
+	n, err = p.TryReceive(make([]backend.Datagram, 4))
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	assert.Equal(t, pcap.TapStats{Inbound: 1}, tap.Stats())
@@ -320,14 +321,14 @@ func TestTapMarksReceiveVerdicts(t *testing.T) {
 	fl.SealICRC(good)
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-1] ^= 1
-	be := &sealer{local: local, rx: []rocev2.Datagram{
+	be := &sealer{local: local, rx: []backend.Datagram{
 		{Buf: good, Addr: peer}, // unchecked: the Tap infers ID 3
-		{Buf: bad, Addr: peer, ICRC: rocev2.ICRCBad},
+		{Buf: bad, Addr: peer, ICRC: backend.ICRCBad},
 	}}
 	var capture bytes.Buffer
 	w, err := pcap.NewWriter(&capture, pcap.WriterOptions{})
 	require.NoError(t, err)
-	n, err := pcap.NewTap(be, w).Receive(make([]rocev2.Datagram, 4))
+	n, err := pcap.NewTap(be, w).Receive(make([]backend.Datagram, 4))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.NoError(t, w.Close())
@@ -358,5 +359,5 @@ func TestTapSharedBackendChecks(t *testing.T) {
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
 	pkt, err := f.Append(nil, []byte("x"))
 	require.NoError(t, err)
-	backendtest.Run(t, pcap.NewTap(be, w), []rocev2.Datagram{{Buf: pkt, Addr: netip.MustParseAddrPort("198.18.0.1:4791")}})
+	backendtest.Run(t, pcap.NewTap(be, w), []backend.Datagram{{Buf: pkt, Addr: netip.MustParseAddrPort("198.18.0.1:4791")}})
 }

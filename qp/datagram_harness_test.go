@@ -10,9 +10,10 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/memlink"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // testQKey is the Q_Key of the UD QPs in these tests (ud_pingpong's).
@@ -30,7 +31,7 @@ type dgConfig struct {
 	srq     *SRQAttr // create the receive side on an SRQ with these attributes
 	udp     bool     // real UDP sockets on 127.0.0.1 and 127.0.0.2
 	access  device.Access
-	wrap    func(rocev2.Backend) rocev2.Backend
+	wrap    func(backend.Backend) backend.Backend
 	maxMTU  rocev2.MTU // cap the devices' active MTU (UD)
 }
 
@@ -65,7 +66,7 @@ func newDgPair(t testing.TB, cfg dgConfig) (a, b *dgNode) {
 	cfg.defaults()
 	network := memlink.NewNetwork()
 	mk := func(addr string) *dgNode {
-		var backend rocev2.Backend
+		var backend backend.Backend
 		ap := netip.MustParseAddrPort(addr)
 		if cfg.udp {
 			be, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(ap.Addr(), 0)})
@@ -171,7 +172,7 @@ func newAttacker(t testing.TB, n *node, addr string) *attacker {
 	require.NoError(t, err)
 	t.Cleanup(func() { be.Close() })
 	go func() { // take whatever is sent to it
-		batch := make([]rocev2.Datagram, 64)
+		batch := make([]backend.Datagram, 64)
 		for {
 			if _, err := be.Receive(batch); err != nil {
 				return
@@ -192,7 +193,7 @@ func (a *attacker) send(t testing.TB, n *node, fl rocev2.Fields, payload []byte)
 
 func (a *attacker) sendRaw(t testing.TB, n *node, p []byte) {
 	t.Helper()
-	require.NoError(t, a.be.Send([]rocev2.Datagram{{Buf: p, Addr: n.dev.LocalAddr()}}))
+	require.NoError(t, a.be.Send([]backend.Datagram{{Buf: p, Addr: n.dev.LocalAddr()}}))
 }
 
 // counter reads the named counter of n's device.

@@ -16,7 +16,8 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/faulty"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
 )
 
 // The reliability proof: thousands of mixed operations over a link that
@@ -49,7 +50,7 @@ func TestRCUnderFaults(t *testing.T) {
 				// like loss, and retries that pile onto its backlog exhaust
 				// retry_cnt without any packet being lost.
 				mtu: rocev2.MTU1024, bufSize: 8 << 20, depth: 256, timeout: 14, retry: 7, rnrRetry: 7, rnrTimer: 1,
-				wrap: func(b rocev2.Backend) rocev2.Backend {
+				wrap: func(b backend.Backend) backend.Backend {
 					c := tc.cfg
 					seed++
 					c.Seed = seed

@@ -11,9 +11,10 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/memlink"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // node is one side of a test connection: a device with a PD, a CQ shared by
@@ -41,7 +42,7 @@ type pairConfig struct {
 	rnrRetry  uint8
 	rnrTimer  uint8
 	access    device.Access
-	wrap      func(rocev2.Backend) rocev2.Backend // e.g. a fault injector
+	wrap      func(backend.Backend) backend.Backend // e.g. a fault injector
 	sigAll    bool
 	maxRd     uint8
 	noConnect bool
@@ -78,7 +79,7 @@ func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 	cfg.defaults()
 	network := memlink.NewNetwork()
 	mk := func(addr string) *node {
-		var backend rocev2.Backend
+		var backend backend.Backend
 		if cfg.udp {
 			ap := netip.MustParseAddrPort(addr)
 			be, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(ap.Addr(), 0)})

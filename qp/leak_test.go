@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/faulty"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
 )
 
 // Every goroutine a device, its backends and its QPs start stops on Close.
@@ -17,7 +17,7 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 	for _, cfg := range []pairConfig{
 		{},
 		{udp: true},
-		{wrap: func(b rocev2.Backend) rocev2.Backend {
+		{wrap: func(b backend.Backend) backend.Backend {
 			return faulty.Wrap(b, faulty.Config{Seed: 1, Reorder: 0.1, Delay: time.Millisecond, DelayRate: 0.1})
 		}},
 	} {

@@ -9,7 +9,8 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/faulty"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
 )
 
 // A header bit flipped before the ICRC is sealed (a broken sender: the
@@ -27,7 +28,7 @@ func TestRCMangledHeadersNeverHang(t *testing.T) {
 			var injectors []*faulty.Backend
 			cfg := pairConfig{
 				mtu: rocev2.MTU1024, bufSize: 1 << 20, depth: 64, timeout: 12, retry: 7, rnrRetry: 7, rnrTimer: 1,
-				wrap: func(b rocev2.Backend) rocev2.Backend {
+				wrap: func(b backend.Backend) backend.Backend {
 					f := faulty.Wrap(b, faulty.Config{Seed: seed*10 + uint64(len(injectors)), Mangle: 0.02})
 					injectors = append(injectors, f)
 					return f.Backend()

@@ -28,6 +28,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -511,7 +512,7 @@ func (q *QP) ackTimeout() time.Duration {
 
 // HandlePacket is called by the device's receive loop for each packet
 // addressed to this QP.
-func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 	op := pkt.Opcode()
 	if op&0xE0 != q.tr {
 		q.dev.Counters.RcvdWrongQPType.Add(1)

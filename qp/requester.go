@@ -17,6 +17,7 @@ package qp
 import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // requester is the send side's PSN state.
@@ -175,7 +176,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		f.DestQP, f.QKey, f.SrcQP, dst = w.udQPN, w.udQKey, q.qpn, w.udAddr
 		// The packet's IP header follows the WR's address handle, not
 		// the QP's (a UD QP has none).
-		q.tx().SetSender(rocev2.Sender{QPN: q.qpn, HopLimit: w.udHop, TrafficClass: w.udTClass})
+		q.tx().SetSender(backend.Sender{QPN: q.qpn, HopLimit: w.udHop, TrafficClass: w.udTClass})
 	}
 	mtu := uint32(q.mtu)
 	var payload uint32

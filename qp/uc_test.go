@@ -9,8 +9,9 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/faulty"
 )
 
 // UC SEND and RDMA WRITE, with and without immediate data, of one packet
@@ -226,7 +227,7 @@ func TestUCUnderFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			a, b := newDgPair(t, dgConfig{typ: UC, mtu: rocev2.MTU256, depth: 256, bufSize: 256 * 1024,
-				wrap: func(be rocev2.Backend) rocev2.Backend { return faulty.Wrap(be, cfg).Backend() }})
+				wrap: func(be backend.Backend) backend.Backend { return faulty.Wrap(be, cfg).Backend() }})
 			const msgs, size = 400, 700 // 3 packets each
 			for i := range 256 {
 				b.postRecv(t, uint64(i), i*1024, 1024)

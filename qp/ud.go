@@ -20,11 +20,12 @@ package qp
 import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // respondUD handles one UD packet. The caller holds q.mu and has checked
 // the opcode's transport and the QP's state.
-func (q *QP) respondUD(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (q *QP) respondUD(pkt *rocev2.Packet, dg *backend.Datagram) {
 	r := &q.resp
 	deth := pkt.DETH() // every UD opcode carries one: Parse checked its room
 	if deth.QKey() != q.attr.QKey {

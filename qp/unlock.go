@@ -1,7 +1,7 @@
 package qp
 
 import (
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -38,7 +38,7 @@ const maxSectionEvents = 4
 func (q *QP) tx() *device.Outbox {
 	if q.out == nil {
 		ah := &q.attr.AH
-		q.out = q.dev.OutboxFor(rocev2.Sender{QPN: q.qpn, FlowLabel: ah.FlowLabel, HopLimit: ah.HopLimit, TrafficClass: ah.TClass})
+		q.out = q.dev.OutboxFor(backend.Sender{QPN: q.qpn, FlowLabel: ah.FlowLabel, HopLimit: ah.HopLimit, TrafficClass: ah.TClass})
 	}
 	return q.out
 }

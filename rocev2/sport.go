@@ -41,23 +41,24 @@ func QPSourcePort(qpn uint32) uint16 {
 }
 
 // SourcePort returns the UDP source port and the IPv6 flow label of pkt
-// (BTH first) sent by s, as rxe would send it: a UD packet (or anything not
+// (BTH first) sent by QP qpn, whose address vector asks for flowLabel (0:
+// none), as rxe would send it: a UD packet (or anything not
 // sent by a connected QP) from the QP's own port with flow label 0 (rxe
 // writes 0), an RC or UC packet from the port of the connection's flow label
 // (the address vector's, else CalcFlowLabel of the QP and the BTH's
 // destination QP), which the IPv6 header carries too.
-func SourcePort(s Sender, pkt []byte) (port uint16, flowLabel uint32) {
+func SourcePort(qpn, avFlowLabel uint32, pkt []byte) (port uint16, flowLabel uint32) {
 	if len(pkt) < BTHLen {
-		return QPSourcePort(s.QPN), 0
+		return QPSourcePort(qpn), 0
 	}
 	switch Opcode(pkt[0]).Transport() {
 	case TransportRC, TransportUC:
 	default:
-		return QPSourcePort(s.QPN), 0
+		return QPSourcePort(qpn), 0
 	}
-	fl := s.FlowLabel & 0xFFFFF
+	fl := avFlowLabel & 0xFFFFF
 	if fl == 0 {
-		fl = CalcFlowLabel(s.QPN, uint32(pkt[5])<<16|uint32(pkt[6])<<8|uint32(pkt[7]))
+		fl = CalcFlowLabel(qpn, uint32(pkt[5])<<16|uint32(pkt[6])<<8|uint32(pkt[7]))
 	}
 	return FlowLabelSourcePort(fl), fl
 }

@@ -23,19 +23,19 @@ func TestSourcePortExamples(t *testing.T) {
 	rc := make([]byte, BTHLen)
 	rc[0] = byte(RCSendOnly)
 	rc[5], rc[6], rc[7] = 0, 0, 0x11
-	port, fl := SourcePort(Sender{QPN: 0x11}, rc)
+	port, fl := SourcePort(0x11, 0, rc)
 	assert.Equal(t, uint16(49441), port)
 	assert.Equal(t, uint32(0x121), fl)
-	port, fl = SourcePort(Sender{QPN: 0x11, FlowLabel: 0xABCDE}, rc)
+	port, fl = SourcePort(0x11, 0xABCDE, rc)
 	assert.Equal(t, FlowLabelSourcePort(0xABCDE), port, "the address vector's label wins")
 	assert.Equal(t, uint32(0xABCDE), fl)
 
 	ud := make([]byte, BTHLen)
 	ud[0] = byte(UDSendOnly)
-	port, fl = SourcePort(Sender{QPN: 0x13}, ud)
+	port, fl = SourcePort(0x13, 0, ud)
 	assert.Equal(t, uint16(53368), port)
 	assert.Zero(t, fl)
-	port, _ = SourcePort(Sender{QPN: 0x13}, nil)
+	port, _ = SourcePort(0x13, 0, nil)
 	assert.Equal(t, uint16(53368), port, "too short to tell: the QP's own port")
 }
 
@@ -70,7 +70,7 @@ func TestSourcePortMatchesRxe(t *testing.T) {
 					if src == 1 {
 						continue // QP1's MADs: the kernel's CM, not a verbs QP
 					}
-					port, _ := SourcePort(Sender{QPN: src}, f.Payload)
+					port, _ := SourcePort(src, 0, f.Payload)
 					assert.Equal(t, port, f.SrcPort(), "%s: UD from QP %#x", name, src)
 					checked++
 				}
@@ -87,7 +87,7 @@ func TestSourcePortMatchesRxe(t *testing.T) {
 				continue
 			}
 			for qpn := range senders {
-				port, _ := SourcePort(Sender{QPN: qpn}, f.Payload)
+				port, _ := SourcePort(qpn, 0, f.Payload)
 				assert.Equal(t, port, f.SrcPort(), "%s: %v from QP %#x to %#x", name, op, qpn, BTH(f.Payload).DestQP())
 				checked++
 			}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
@@ -121,7 +121,7 @@ type Config struct {
 	// when a listener or dialer of this Config opens it (a capture:
 	// pcap.NewTap). A device already open in the process is shared as
 	// it is.
-	WrapBackend func(rocev2.Backend) rocev2.Backend
+	WrapBackend func(backend.Backend) backend.Backend
 }
 
 const (

@@ -3,13 +3,13 @@ package smcr
 import (
 	"net"
 
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // SetBackendWrapper makes the stacks opened from now on wrap their UDP
 // backend with wrap (a fault injector, a capture tap); nil restores the
 // plain backend. Tests only.
-func SetBackendWrapper(wrap func(rocev2.Backend) rocev2.Backend) { backendWrapper = wrap }
+func SetBackendWrapper(wrap func(backend.Backend) backend.Backend) { backendWrapper = wrap }
 
 // DropConfirmLinks makes clients drop the next n CONFIRM_LINK requests
 // they receive. Tests only.

@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/faulty"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
 	"github.com/goroce/goroce/smcr"
 )
 
 // wrapBackends makes the stacks the test opens use wrap around their UDP
 // backend, until the test ends.
-func wrapBackends(t *testing.T, wrap func(rocev2.Backend) rocev2.Backend) {
+func wrapBackends(t *testing.T, wrap func(backend.Backend) backend.Backend) {
 	smcr.SetBackendWrapper(wrap)
 	t.Cleanup(func() { smcr.SetBackendWrapper(nil) })
 }
@@ -54,7 +54,7 @@ func TestFaultsKeepStreamsExact(t *testing.T) {
 			seed.Store(uint64(i+1) * 1000)
 			var injected []*faulty.Backend
 			var mu sync.Mutex
-			wrapBackends(t, func(b rocev2.Backend) rocev2.Backend {
+			wrapBackends(t, func(b backend.Backend) backend.Backend {
 				cfg := tt.cfg
 				cfg.Seed = seed.Add(1)
 				f := faulty.Wrap(b, cfg)
@@ -102,11 +102,11 @@ func TestFaultsKeepStreamsExact(t *testing.T) {
 // cutBackend drops every packet it is asked to send once cut is set: the
 // path to the peer is gone (a cable pulled), the peer itself lives on.
 type cutBackend struct {
-	rocev2.Backend
+	backend.Backend
 	cut *atomic.Bool
 }
 
-func (b cutBackend) Send(pkts []rocev2.Datagram) error {
+func (b cutBackend) Send(pkts []backend.Datagram) error {
 	if b.cut.Load() {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (b cutBackend) Send(pkts []rocev2.Datagram) error {
 func TestLinkFailureMidTransfer(t *testing.T) {
 	noLeaks(t)
 	var cut atomic.Bool
-	wrapBackends(t, func(b rocev2.Backend) rocev2.Backend { return cutBackend{b, &cut} })
+	wrapBackends(t, func(b backend.Backend) backend.Backend { return cutBackend{b, &cut} })
 	p := newPair(t, func(c *smcr.Config) { c.TestLinkInterval = 50 * time.Millisecond })
 	c, s := p.dial(t)
 	requireMode(t, c, smcr.ModeSMCRv2)
@@ -165,7 +165,7 @@ func TestLinkFailureMidTransfer(t *testing.T) {
 func TestCloseAfterLinkFailure(t *testing.T) {
 	noLeaks(t)
 	var cut atomic.Bool
-	wrapBackends(t, func(b rocev2.Backend) rocev2.Backend { return cutBackend{b, &cut} })
+	wrapBackends(t, func(b backend.Backend) backend.Backend { return cutBackend{b, &cut} })
 	p := newPair(t, func(c *smcr.Config) { c.TestLinkInterval = 50 * time.Millisecond })
 	c, s := p.dial(t)
 	cut.Store(true)

@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/udp"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
@@ -68,14 +68,14 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 }
 
 // backendWrapper, set by tests, wraps a new stack's UDP backend.
-var backendWrapper func(rocev2.Backend) rocev2.Backend
+var backendWrapper func(backend.Backend) backend.Backend
 
-func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) rocev2.Backend) (*stack, error) {
+func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) backend.Backend) (*stack, error) {
 	be, err := udp.Open(udp.Config{Addr: key})
 	if err != nil {
 		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
 	}
-	var b rocev2.Backend = be
+	var b backend.Backend = be
 	if backendWrapper != nil {
 		b = backendWrapper(b)
 	}

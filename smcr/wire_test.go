@@ -19,6 +19,7 @@ import (
 
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
 )
 
@@ -48,7 +49,7 @@ func TestWireMatchesLinuxEcho(t *testing.T) {
 	)
 	p := newPair(t, nil)
 	cli = p.d.LocalAddr
-	wrapBackends(t, func(b rocev2.Backend) rocev2.Backend {
+	wrapBackends(t, func(b backend.Backend) backend.Backend {
 		if b.LocalAddr().Addr() != cli {
 			return b
 		}

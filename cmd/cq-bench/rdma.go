@@ -12,8 +12,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // Queue depths of every benchmark QP. One request is outstanding per

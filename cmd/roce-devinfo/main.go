@@ -42,8 +42,8 @@ import (
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/memlink"
 )
 
 // runDevinfo runs roce-devinfo in process. Every run passes -udp-port 0

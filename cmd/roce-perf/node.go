@@ -9,10 +9,10 @@ import (
 
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/pcap"
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/afpacket"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/afpacket"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // node is this process's RoCE device on its backend (UDP by default),
@@ -30,7 +30,7 @@ type node struct {
 // chosen backend, with a capture tap when capture names a file.
 func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string) (*node, error) {
 	addr := netip.AddrPortFrom(local, uint16(port))
-	var be rocev2.Backend
+	var be backend.Backend
 	var err error
 	if spec.IsAFPacket() {
 		be, _, err = backendflag.Open(spec, local)
@@ -48,7 +48,7 @@ func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string)
 	}
 	n := &node{}
 	n.udp, _ = be.(*udp.Backend)
-	var backend rocev2.Backend = be
+	var dev backend.Backend = be
 	if capture != "" {
 		if n.capF, err = os.Create(capture); err != nil {
 			be.Close()
@@ -64,9 +64,9 @@ func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string)
 			return nil, fmt.Errorf("-capture %s: %w", capture, err)
 		}
 		n.tap = pcap.NewTap(be, n.capW)
-		backend = n.tap.Backend()
+		dev = n.tap.Backend()
 	}
-	n.dev, err = device.New(device.Config{Name: "goroce0", Backend: backend})
+	n.dev, err = device.New(device.Config{Name: "goroce0", Backend: dev})
 	if err != nil {
 		n.closeCapture()
 		be.Close()
@@ -90,7 +90,7 @@ func (n *node) features() (gso, gro bool) {
 }
 
 // describe names a backend for a capture's description.
-func describe(b rocev2.Backend) string {
+func describe(b backend.Backend) string {
 	if a, ok := b.(*afpacket.Backend); ok {
 		name, _ := a.Interface()
 		return "AF_PACKET " + name + " " + a.LocalAddr().Addr().String()

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/goroce/goroce/pcap"
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
 )
 
@@ -33,7 +33,7 @@ func openCapture(path string, cfg *smcr.Config) (*capture, error) {
 		return nil, fmt.Errorf("-capture %s: %w", path, err)
 	}
 	c := &capture{path: path, f: f, w: w}
-	cfg.WrapBackend = func(b rocev2.Backend) rocev2.Backend {
+	cfg.WrapBackend = func(b backend.Backend) backend.Backend {
 		t := pcap.NewTap(b, w)
 		c.mu.Lock()
 		c.taps = append(c.taps, t)

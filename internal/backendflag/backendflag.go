@@ -19,8 +19,9 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/afpacket"
-	"github.com/goroce/goroce/rocev2/udp"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/afpacket"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 )
 
 // The backends.
@@ -118,7 +119,7 @@ func ifaceOf(addr netip.Addr) (string, error) {
 
 // Open opens the chosen backend on addr (LocalAddr's, or the caller's
 // choice when it has none) and returns it with a description for logs.
-func Open(s Spec, addr netip.Addr) (rocev2.Backend, string, error) {
+func Open(s Spec, addr netip.Addr) (backend.Backend, string, error) {
 	if err := s.Check(); err != nil {
 		return nil, "", err
 	}

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/udp"
 )
 
 // WriteGIDs prints d's GID table in the layout of the show_gids script:

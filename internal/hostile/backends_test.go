@@ -11,8 +11,9 @@ import (
 	"github.com/goroce/goroce/internal/hostile"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/faulty"
-	"github.com/goroce/goroce/rocev2/memlink"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/faulty"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 )
 
 // The receive paths of the backends other than UDP (whose stand-in kernel
@@ -27,11 +28,11 @@ var (
 
 // counting counts the datagrams a device takes from its backend.
 type counting struct {
-	rocev2.Backend
+	backend.Backend
 	n atomic.Uint64
 }
 
-func (c *counting) Receive(p []rocev2.Datagram) (int, error) {
+func (c *counting) Receive(p []backend.Datagram) (int, error) {
 	n, err := c.Backend.Receive(p)
 	c.n.Add(uint64(n))
 	return n, err
@@ -42,10 +43,10 @@ type stack struct {
 	name     string
 	target   *hostile.Target
 	count    *counting
-	attacker rocev2.Backend
+	attacker backend.Backend
 }
 
-func newStack(tb testing.TB, name string, wrap func(rocev2.Backend) rocev2.Backend) *stack {
+func newStack(tb testing.TB, name string, wrap func(backend.Backend) backend.Backend) *stack {
 	tb.Helper()
 	network := memlink.NewNetwork()
 	be, err := network.Attach(targetAddr)
@@ -54,7 +55,7 @@ func newStack(tb testing.TB, name string, wrap func(rocev2.Backend) rocev2.Backe
 	require.NoError(tb, err)
 	tb.Cleanup(func() { attacker.Close() })
 	go func() { // take whatever the QP answers
-		batch := make([]rocev2.Datagram, 64)
+		batch := make([]backend.Datagram, 64)
 		for {
 			if _, err := attacker.Receive(batch); err != nil {
 				return
@@ -63,9 +64,9 @@ func newStack(tb testing.TB, name string, wrap func(rocev2.Backend) rocev2.Backe
 	}()
 	inner := wrap(be)
 	s := &stack{name: name, count: &counting{Backend: inner}, attacker: attacker}
-	var wrapped rocev2.Backend = s.count
-	if _, ok := inner.(rocev2.Poller); ok {
-		wrapped = rocev2.KeepPolling(s.count, inner, func(p []rocev2.Datagram) { s.count.n.Add(uint64(len(p))) })
+	var wrapped backend.Backend = s.count
+	if _, ok := inner.(backend.Poller); ok {
+		wrapped = backend.KeepPolling(s.count, inner, func(p []backend.Datagram) { s.count.n.Add(uint64(len(p))) })
 	}
 	s.target = hostile.NewTarget(tb, wrapped, attackerAddr.Addr())
 	return s
@@ -79,10 +80,10 @@ func stacks(tb testing.TB) []*stack {
 		return w
 	}
 	return []*stack{
-		newStack(tb, "memlink", func(b rocev2.Backend) rocev2.Backend { return b }),
-		newStack(tb, "faulty", func(b rocev2.Backend) rocev2.Backend { return faulty.Wrap(b, faults).Backend() }),
-		newStack(tb, "tap", func(b rocev2.Backend) rocev2.Backend { return pcap.NewTap(b, capture()).Backend() }),
-		newStack(tb, "tap over faulty", func(b rocev2.Backend) rocev2.Backend {
+		newStack(tb, "memlink", func(b backend.Backend) backend.Backend { return b }),
+		newStack(tb, "faulty", func(b backend.Backend) backend.Backend { return faulty.Wrap(b, faults).Backend() }),
+		newStack(tb, "tap", func(b backend.Backend) backend.Backend { return pcap.NewTap(b, capture()).Backend() }),
+		newStack(tb, "tap over faulty", func(b backend.Backend) backend.Backend {
 			return pcap.NewTap(faulty.Wrap(b, faults).Backend(), capture()).Backend()
 		}),
 	}
@@ -95,7 +96,7 @@ func (s *stack) attack(tb testing.TB, msgs []hostile.Message) {
 	inject := func(p []byte) {
 		// memlink refuses (and does not deliver) what cannot hold an
 		// ICRC: that is the sender's error, not the receiver's.
-		_ = s.attacker.Send([]rocev2.Datagram{{Buf: p, Addr: targetAddr}})
+		_ = s.attacker.Send([]backend.Datagram{{Buf: p, Addr: targetAddr}})
 	}
 	h0, c0 := s.count.n.Load(), hostile.Received(&s.target.Dev.Counters)
 	for _, m := range msgs {

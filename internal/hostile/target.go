@@ -19,6 +19,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -62,7 +63,7 @@ type fence struct {
 	sent uint64
 }
 
-func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *rocev2.Datagram) {
+func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *backend.Datagram) {
 	if p := pkt.Payload(); len(p) == 8 {
 		f.seen.Store(binary.BigEndian.Uint64(p))
 	}
@@ -70,7 +71,7 @@ func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *rocev2.Datagram) {
 
 // NewTarget builds a Target on be (which the device then owns), connected
 // to peer. The device is closed by tb's cleanup.
-func NewTarget(tb testing.TB, be rocev2.Backend, peer netip.Addr) *Target {
+func NewTarget(tb testing.TB, be backend.Backend, peer netip.Addr) *Target {
 	tb.Helper()
 	dev, err := device.New(device.Config{Backend: be})
 	if err != nil {

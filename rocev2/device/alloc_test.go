@@ -9,16 +9,16 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/race"
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // discard is a backend that takes every send and receives nothing.
 type discard struct{ closed chan struct{} }
 
-func (d *discard) Send([]rocev2.Datagram) error { return nil }
-func (d *discard) Receive([]rocev2.Datagram) (int, error) {
+func (d *discard) Send([]backend.Datagram) error { return nil }
+func (d *discard) Receive([]backend.Datagram) (int, error) {
 	<-d.closed
-	return 0, rocev2.ErrBackendClosed
+	return 0, backend.ErrBackendClosed
 }
 func (d *discard) LocalAddr() netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:4791") }
 func (d *discard) BatchSize() int            { return 16 }

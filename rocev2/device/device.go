@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // QPHandler is what the device needs of a queue pair.
@@ -39,7 +40,7 @@ type QPHandler interface {
 	// learnt of the IP header it came in (the IPv4 ID, TTL, TOS). Both
 	// are valid only during the call. Packets sent in response are built
 	// into the device's Outbox.
-	HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram)
+	HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram)
 }
 
 // DefaultHoldLimit is how long a packet may wait in the outbox at most
@@ -51,7 +52,7 @@ type Config struct {
 	// Name is the device name shown by tools (default "goroce0").
 	Name string
 	// Backend carries the packets. The device owns it and closes it.
-	Backend rocev2.Backend
+	Backend backend.Backend
 	// MaxMTU caps the port's active MTU below what the link allows (0: no cap).
 	MaxMTU rocev2.MTU
 	// HoldLimit bounds how long a packet waits in the outbox for a run or
@@ -70,7 +71,7 @@ type Config struct {
 // Device is a software RDMA device with one port.
 type Device struct {
 	name     string
-	backend  rocev2.Backend
+	backend  backend.Backend
 	local    netip.AddrPort
 	mac      [6]byte
 	gids     []GIDEntry
@@ -91,7 +92,7 @@ type Device struct {
 	// The receive state, owned by whoever holds rxMu: the receive
 	// goroutine, or with a Poller backend a goroutine in Poller.Poll.
 	rxMu    sync.Mutex
-	rxBatch []rocev2.Datagram
+	rxBatch []backend.Datagram
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
 
@@ -120,7 +121,7 @@ func New(cfg Config) (*Device, error) {
 		d.name = "goroce0"
 	}
 	d.mac = macFor(d.local.Addr())
-	if mac, ok := rocev2.LinkOf(cfg.Backend); ok {
+	if mac, ok := backend.LinkOf(cfg.Backend); ok {
 		d.mac = mac // a real interface's: GID 0 is its IPv6 link-local address
 	}
 	d.gids = []GIDEntry{
@@ -154,7 +155,7 @@ func New(cfg Config) (*Device, error) {
 	d.deferACKs = cfg.DeferACKs
 	register(d)
 	d.qps.init()
-	d.rxBatch = make([]rocev2.Datagram, d.batch)
+	d.rxBatch = make([]backend.Datagram, d.batch)
 	go d.receiveLoop()
 	return d, nil
 }
@@ -167,7 +168,7 @@ func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 
 // MAC returns the port's MAC address, from which the link-local GID and the
 // node GUID derive: the interface's when the backend owns one
-// (rocev2.Link), else a locally administered one from the device's address.
+// (backend.Link), else a locally administered one from the device's address.
 func (d *Device) MAC() [6]byte { return d.mac }
 
 // Attr returns the device attributes (ibv_query_device).

@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/memlink"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 )
 
 type recordingQP struct{ got chan uint32 }
 
-func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 	r.got <- pkt.BTH().DestQP()
 }
 
@@ -55,7 +56,7 @@ func TestDeviceDropsAndCounts(t *testing.T) {
 		return p
 	}
 	send := func(p []byte) {
-		require.NoError(t, peer.Send([]rocev2.Datagram{{Buf: p, Addr: d.LocalAddr()}}))
+		require.NoError(t, peer.Send([]backend.Datagram{{Buf: p, Addr: d.LocalAddr()}}))
 	}
 	send(good(qpn, 0xffff))
 	select {

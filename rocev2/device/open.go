@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/goroce/goroce/rocev2/udp"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 )
 
 // OpenUDP opens a device on the default backend: a UDP socket bound to addr

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // Outbox is the one place a device's outgoing packets wait: every packet a
@@ -46,15 +47,15 @@ import (
 type Outbox struct {
 	dev   *Device
 	mu    sync.Mutex
-	dgs   []rocev2.Datagram
+	dgs   []backend.Datagram
 	slab  []byte
 	limit time.Duration
 
 	// Guarded by mu.
-	from     rocev2.Sender // who builds now (OutboxFor), stamped on each packet
-	runs     int           // open runs
-	held     bool          // a poller's hold is open (set through setHeld)
-	armed    bool          // the backstop is armed
+	from     backend.Sender // who builds now (OutboxFor), stamped on each packet
+	runs     int            // open runs
+	held     bool           // a poller's hold is open (set through setHeld)
+	armed    bool           // the backstop is armed
 	backstop Timer
 
 	// heldNow mirrors held for readers without mu (holders.go).
@@ -68,7 +69,7 @@ const txSlot = 4096 + 64
 func newOutbox(d *Device, limit time.Duration) *Outbox {
 	o := &Outbox{
 		dev:   d,
-		dgs:   make([]rocev2.Datagram, 0, d.batch),
+		dgs:   make([]backend.Datagram, 0, d.batch),
 		slab:  make([]byte, d.batch*txSlot),
 		limit: limit,
 	}
@@ -79,13 +80,13 @@ func newOutbox(d *Device, limit time.Duration) *Outbox {
 // Outbox takes the device's outbox for the caller to build packets into
 // with Buffer and Commit; Done or DonePost gives it back. Queue pairs call
 // it under their own lock (and only then: see the lock order above).
-func (d *Device) Outbox() *Outbox { return d.OutboxFor(rocev2.Sender{}) }
+func (d *Device) Outbox() *Outbox { return d.OutboxFor(backend.Sender{}) }
 
 // OutboxFor is Outbox for a queue pair: every packet committed until Done
 // carries s, which a backend that builds the IP and UDP headers itself
 // needs (the QP's number gives the UDP source port; its address vector the
 // flow label, hop limit and traffic class).
-func (d *Device) OutboxFor(s rocev2.Sender) *Outbox {
+func (d *Device) OutboxFor(s backend.Sender) *Outbox {
 	o := d.out
 	o.mu.Lock()
 	o.from = s
@@ -94,7 +95,7 @@ func (d *Device) OutboxFor(s rocev2.Sender) *Outbox {
 
 // SetSender changes what the packets committed from now on carry: a UD QP's
 // packets each follow their work request's address handle.
-func (o *Outbox) SetSender(s rocev2.Sender) { o.from = s }
+func (o *Outbox) SetSender(s backend.Sender) { o.from = s }
 
 // Buffer returns an empty buffer with room for one packet, sending what
 // waits first when the slots are full. Append the packet to it and Commit
@@ -109,7 +110,7 @@ func (o *Outbox) Buffer() []byte {
 
 // Commit queues pkt (built in the last Buffer) for dst.
 func (o *Outbox) Commit(pkt []byte, dst netip.AddrPort) {
-	o.dgs = append(o.dgs, rocev2.Datagram{Buf: pkt, Addr: dst, Sender: o.from})
+	o.dgs = append(o.dgs, backend.Datagram{Buf: pkt, Addr: dst, Sender: o.from})
 }
 
 // Len returns the number of packets waiting.

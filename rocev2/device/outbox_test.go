@@ -10,9 +10,10 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
-// pollOnly is a rocev2.Poller whose WaitReadable reports readiness only
+// pollOnly is a backend.Poller whose WaitReadable reports readiness only
 // when the test sends a token on ready, so that packets the test queues are
 // received where the test says: by a Poller (progress) or, after a token,
 // by the receive goroutine. Every Send is recorded as one call.
@@ -28,7 +29,7 @@ func newPollOnly() *pollOnly {
 	return &pollOnly{ready: make(chan struct{}), closed: make(chan struct{})}
 }
 
-func (p *pollOnly) Send(pkts []rocev2.Datagram) error {
+func (p *pollOnly) Send(pkts []backend.Datagram) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var call []string
@@ -43,9 +44,9 @@ func (p *pollOnly) Send(pkts []rocev2.Datagram) error {
 	return nil
 }
 
-func (p *pollOnly) Receive([]rocev2.Datagram) (int, error) {
+func (p *pollOnly) Receive([]backend.Datagram) (int, error) {
 	<-p.closed
-	return 0, rocev2.ErrBackendClosed
+	return 0, backend.ErrBackendClosed
 }
 
 func (p *pollOnly) WaitReadable() error {
@@ -53,16 +54,16 @@ func (p *pollOnly) WaitReadable() error {
 	case <-p.ready:
 		return nil
 	case <-p.closed:
-		return rocev2.ErrBackendClosed
+		return backend.ErrBackendClosed
 	}
 }
 
-func (p *pollOnly) TryReceive(dgs []rocev2.Datagram) (int, error) {
+func (p *pollOnly) TryReceive(dgs []backend.Datagram) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for n < len(dgs) && len(p.in) > 0 {
-		dgs[n] = rocev2.Datagram{Buf: p.in[0], Addr: netip.MustParseAddrPort("127.0.0.2:4791"), ICRC: rocev2.ICRCOK}
+		dgs[n] = backend.Datagram{Buf: p.in[0], Addr: netip.MustParseAddrPort("127.0.0.2:4791"), ICRC: backend.ICRCOK}
 		p.in = p.in[1:]
 		n++
 	}
@@ -104,7 +105,7 @@ type echoQP struct {
 	cq  *cq.CQ
 }
 
-func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 	o := e.dev.Outbox()
 	f := rocev2.Fields{Opcode: rocev2.RCReadResponseOnly, PKey: 0xffff, DestQP: 0x99}
 	b, _ := f.AppendHeaders(o.Buffer(), 3+len(pkt.Payload()))
@@ -310,7 +311,7 @@ type ackQP struct {
 	cq  *cq.CQ
 }
 
-func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 	o := a.dev.Outbox()
 	syndrome := uint8(0x1F) // ACK, credits invalid
 	if string(pkt.Payload()) == "nak" {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/rocev2/memlink"
+	"github.com/goroce/goroce/rocev2/backend/memlink"
 )
 
 func TestPublishCounters(t *testing.T) {

@@ -6,12 +6,13 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // The receive path: one goroutine per device (receiveLoop), run to
 // completion. A receive batch is what it handles in one go:
 //
-//  1. Backend.Receive (or, with a rocev2.Poller backend, TryReceive after
+//  1. Backend.Receive (or, with a backend.Poller backend, TryReceive after
 //     WaitReadable) fills rxBatch: recvmmsg, GRO.
 //  2. Each datagram is checked (the backend's Drop verdict, the parser, the
 //     ICRC verdict, the P_Key) and handed to its QP by number.
@@ -86,10 +87,10 @@ func (d *Device) EndRun() { d.out.endRun() }
 
 func (d *Device) receiveLoop() {
 	defer close(d.rxDone)
-	if p, ok := d.backend.(rocev2.Poller); ok {
+	if p, ok := d.backend.(backend.Poller); ok {
 		for {
 			if err := p.WaitReadable(); err != nil {
-				if errors.Is(err, rocev2.ErrBackendClosed) {
+				if errors.Is(err, backend.ErrBackendClosed) {
 					return
 				}
 				d.Counters.LinkDowned.Add(1)
@@ -101,7 +102,7 @@ func (d *Device) receiveLoop() {
 	for {
 		n, err := d.backend.Receive(d.rxBatch)
 		if err != nil {
-			if errors.Is(err, rocev2.ErrBackendClosed) {
+			if errors.Is(err, backend.ErrBackendClosed) {
 				return
 			}
 			d.Counters.LinkDowned.Add(1)
@@ -113,7 +114,7 @@ func (d *Device) receiveLoop() {
 
 // receiveBatch handles one batch inside a run, between the hooks: with a
 // Poller, what it has waiting; else the n datagrams in rxBatch.
-func (d *Device) receiveBatch(p rocev2.Poller, n int) {
+func (d *Device) receiveBatch(p backend.Poller, n int) {
 	var hooks []rxHook
 	if h := d.hooks.list.Load(); h != nil {
 		hooks = *h
@@ -140,7 +141,7 @@ func (d *Device) receiveBatch(p rocev2.Poller, n int) {
 
 // pollLocked receives and handles what is waiting, at most rounds full
 // batches; it reports whether there was anything. The caller holds rxMu.
-func (d *Device) pollLocked(p rocev2.Poller, rounds int) bool {
+func (d *Device) pollLocked(p backend.Poller, rounds int) bool {
 	any := false
 	for range rounds {
 		n, err := p.TryReceive(d.rxBatch)
@@ -170,7 +171,7 @@ func (d *Device) deliverBatch(n int) {
 // progress handles, on the calling goroutine, whatever packets are waiting,
 // and reports whether there were any (see Poller). It never blocks: if
 // another goroutine is receiving, it returns false at once. On a backend
-// that cannot receive without blocking (not a rocev2.Poller) it does
+// that cannot receive without blocking (not a backend.Poller) it does
 // nothing.
 //
 // What the received packets call for (ACKs, READ responses) is held in the
@@ -178,7 +179,7 @@ func (d *Device) deliverBatch(n int) {
 // first, so its reply leaves before the ACK, in the same system call,
 // instead of one system call later.
 func (d *Device) progress() bool {
-	p, ok := d.backend.(rocev2.Poller)
+	p, ok := d.backend.(backend.Poller)
 	if !ok {
 		return false
 	}
@@ -197,7 +198,7 @@ func (d *Device) progress() bool {
 }
 
 // deliver validates one datagram and hands it to its QP.
-func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet) {
+func (d *Device) deliver(dg *backend.Datagram, pkt *rocev2.Packet) {
 	if dg.Drop != 0 {
 		d.countDrop(dg.Drop)
 		return
@@ -209,12 +210,12 @@ func (d *Device) deliver(dg *rocev2.Datagram, pkt *rocev2.Packet) {
 		return
 	}
 	switch dg.ICRC {
-	case rocev2.ICRCVerified: // over the real IPv4 ID: nothing inferred
-	case rocev2.ICRCOK:
+	case backend.ICRCVerified: // over the real IPv4 ID: nothing inferred
+	case backend.ICRCOK:
 		if dg.IPv4ID != 0 {
 			d.Counters.RcvdICRCIDInferred.Add(1)
 		}
-	case rocev2.ICRCBad:
+	case backend.ICRCBad:
 		d.countDrop(rocev2.ErrICRC)
 		return
 	default:
@@ -253,7 +254,7 @@ func (d *Device) countDrop(e rocev2.ParseError) {
 
 // checkICRC verifies a packet whose backend left the ICRC unchecked; for
 // IPv4 it returns the ID the packet travelled with.
-func (d *Device) checkICRC(dg *rocev2.Datagram) (id uint16, ok bool) {
+func (d *Device) checkICRC(dg *backend.Datagram) (id uint16, ok bool) {
 	fl := rocev2.NewFlow(dg.Addr, d.local)
 	if fl.IsIPv6() {
 		return 0, fl.VerifyICRC(dg.Buf)

@@ -1,0 +1,205 @@
+package backend
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/goroce/goroce/rocev2"
+)
+
+// Backend moves RoCEv2 packets (UDP payloads, BTH through ICRC) between a
+// device and the network. It is batch-first, like wireguard-go's conn.Bind:
+// every call moves a slice of datagrams so that an implementation can use
+// sendmmsg/recvmmsg, UDP GSO/GRO or a packet ring, and a device never makes
+// a system call per packet.
+//
+// Send and Receive may be called concurrently with each other; Send may be
+// called from several goroutines; Receive is called by one goroutine at a
+// time (the device's receive loop).
+type Backend interface {
+	// Send transmits pkts in order. The backend seals each packet's ICRC
+	// (the last four bytes of Buf) for the IP and UDP headers it will
+	// actually travel in, since only the backend knows them (the IPv4 ID of
+	// a GSO segment, for instance), and records the IPv4 ID it used in
+	// IPv4ID. Send returns once the packets are handed to the network; the
+	// caller may then reuse the buffers.
+	Send(pkts []Datagram) error
+
+	// Receive blocks until at least one packet arrives and fills pkts[:n].
+	// Each Buf points into memory owned by the backend that stays valid
+	// until the next call to Receive. Receive returns an error wrapping
+	// ErrBackendClosed after Close.
+	Receive(pkts []Datagram) (n int, err error)
+
+	// LocalAddr is the address and UDP port the backend sends from and
+	// receives on.
+	LocalAddr() netip.AddrPort
+
+	// BatchSize is the number of datagrams a Send or Receive moves at most
+	// in one system call; callers size their batches to it.
+	BatchSize() int
+
+	// LinkMTU is the IP MTU of the path (1500 for Ethernet, 65535 for lo):
+	// the device derives the port's active IB MTU from it.
+	LinkMTU() int
+
+	// Close stops the backend and unblocks Receive.
+	Close() error
+}
+
+// Datagram is one RoCEv2 packet in a batch.
+type Datagram struct {
+	// Buf holds the packet, BTH through ICRC.
+	Buf []byte
+	// Addr is the destination on Send and the source on Receive.
+	Addr netip.AddrPort
+	// IPv4ID is the IPv4 identification the packet travelled with: set by
+	// Send; set by Receive when known (ICRC Matches over IPv4).
+	IPv4ID uint16
+	// ICRC is the receive-side verdict on the ICRC (unused on Send).
+	ICRC ICRCStatus
+	// Sender is, on Send, the QP that built the packet and what its
+	// address vector asks of the headers (see Sender). Unused on Receive.
+	Sender Sender
+	// SrcPort is, on Send, the UDP source port the packet left from, set
+	// by a backend that chooses one per QP (afpacket); 0 means the port of
+	// LocalAddr. Unused on Receive (Addr holds the sender's port).
+	SrcPort uint16
+	// TTL and TOS are the IPv4 TTL and TOS (for IPv6: the hop limit and
+	// traffic class) the packet arrived with, set by Receive when the
+	// backend learns them (0 otherwise). Only UD receives use them: their
+	// completions carry the IP header in front of the payload.
+	TTL, TOS uint8
+	// Drop, when not zero, is why the backend itself rejects a received
+	// datagram before anyone parses it (ErrDatagram: empty, cut short by
+	// the receive buffer, a length that lies; ErrSource: a sender address
+	// of the wrong family). The device counts it under that reason and
+	// looks no further: Buf may be empty and Addr invalid. Unused on Send.
+	Drop rocev2.ParseError
+}
+
+// Sender is what a backend that builds the IP and UDP headers itself
+// (afpacket) needs to know of the QP that sent a packet: rxe derives the
+// UDP source port and the IPv6 flow label from the QP's number and its
+// address vector, and takes the hop limit and traffic class from the
+// vector (see SourcePort). A backend on a UDP socket, whose kernel builds
+// the headers, ignores it.
+type Sender struct {
+	// QPN is the sending QP's number (0: not sent by a QP).
+	QPN uint32
+	// FlowLabel is the address vector's IPv6 flow label; 0 means the one
+	// ib_core derives from the two QP numbers (CalcFlowLabel).
+	FlowLabel uint32
+	// HopLimit is the IPv4 TTL or IPv6 hop limit; 0 means 64.
+	HopLimit uint8
+	// TrafficClass is the IPv4 TOS or IPv6 traffic class (DSCP and ECN).
+	TrafficClass uint8
+}
+
+// Link is implemented by backends that own a network interface (afpacket):
+// a device takes its MAC from the interface, and with it the node GUID and
+// the link-local GID at index 0, instead of deriving a MAC from its address.
+type Link interface {
+	// HardwareAddr returns the interface's MAC address.
+	HardwareAddr() [6]byte
+}
+
+// LinkOf returns the MAC of the interface b or a backend it decorates owns
+// (decorators say whom they decorate with an Unwrap method, as pcap.Tap
+// does), and false when none owns one.
+func LinkOf(b Backend) ([6]byte, bool) {
+	for range 16 { // decorators do not nest deeper; a cycle must not hang
+		switch v := b.(type) {
+		case Link:
+			return v.HardwareAddr(), true
+		case *pollingDecorator:
+			b = v.Backend
+		case interface{ Unwrap() Backend }:
+			b = v.Unwrap()
+		default:
+			return [6]byte{}, false
+		}
+		if b == nil {
+			break
+		}
+	}
+	return [6]byte{}, false
+}
+
+// ICRCStatus is what a backend could establish about a received ICRC.
+type ICRCStatus uint8
+
+const (
+	// ICRCUnchecked: the backend did not look; the device must verify.
+	ICRCUnchecked ICRCStatus = iota
+	// ICRCOK: the ICRC matches the headers the packet arrived in.
+	ICRCOK
+	// ICRCBad: the ICRC does not match; the packet must be dropped.
+	ICRCBad
+	// ICRCVerified: the ICRC matches the IP header the packet arrived in,
+	// which the backend saw whole (afpacket): all 32 bits checked over the
+	// real IPv4 ID, nothing inferred.
+	ICRCVerified
+)
+
+// Matches reports whether the backend found the ICRC right (ICRCOK or
+// ICRCVerified).
+func (s ICRCStatus) Matches() bool { return s == ICRCOK || s == ICRCVerified }
+
+func (s ICRCStatus) String() string {
+	switch s {
+	case ICRCOK:
+		return "ok"
+	case ICRCBad:
+		return "bad"
+	case ICRCVerified:
+		return "verified"
+	}
+	return "unchecked"
+}
+
+// ErrBackendClosed is returned by backends after Close.
+var ErrBackendClosed = errors.New("rocev2: backend closed")
+
+// Poller is implemented by backends that can receive without blocking.
+// With it, the device waits for readiness on its receive goroutine but
+// receives under a lock that any goroutine may take: an application that
+// busy-polls a CQ then drives the device itself (device.Poller), instead
+// of waiting for the runtime to schedule the receive goroutine — which,
+// with every P spinning, can take a scheduler time slice (10 ms).
+type Poller interface {
+	// WaitReadable blocks until packets may be waiting (or the backend is
+	// closed: then it returns an error wrapping ErrBackendClosed).
+	WaitReadable() error
+	// TryReceive is Receive without blocking: it returns 0 when nothing
+	// is waiting.
+	TryReceive(pkts []Datagram) (n int, err error)
+}
+
+// KeepPolling is for backends that decorate another (a capture tap, a fault
+// injector): it returns b, the decorator, able to poll when inner can. Its
+// WaitReadable waits on inner, and its TryReceive receives from inner and
+// hands what it got to received, which must do to the packets what b's
+// Receive does. When inner cannot poll, it returns b as it is.
+func KeepPolling(b, inner Backend, received func([]Datagram)) Backend {
+	p, ok := inner.(Poller)
+	if !ok {
+		return b
+	}
+	return &pollingDecorator{Backend: b, inner: p, received: received}
+}
+
+// pollingDecorator is a decorating Backend that polls through its inner one.
+type pollingDecorator struct {
+	Backend
+	inner    Poller
+	received func([]Datagram)
+}
+
+func (p *pollingDecorator) WaitReadable() error { return p.inner.WaitReadable() }
+
+func (p *pollingDecorator) TryReceive(pkts []Datagram) (int, error) {
+	n, err := p.inner.TryReceive(pkts)
+	p.received(pkts[:n])
+	return n, err
+}

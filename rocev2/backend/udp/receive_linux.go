@@ -1,0 +1,161 @@
+package udp
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/internal/mmsg"
+)
+
+// Receive path:
+//
+//  1. One recvmmsg fills up to a batch of messages (rxKernel.recvmmsg): a
+//     message is one datagram, or with GRO a super-datagram of equal
+//     segments plus a final shorter one.
+//  2. drain hands them out packet by packet. Every field the kernel filled
+//     is treated as untrusted (message splits it): the length is bounded by
+//     the buffer, the GRO segment size comes from a control message that
+//     may be missing, truncated or nonsensical, and the sender's address
+//     may be of any family. A message that fails a check is handed out
+//     once, with Datagram.Drop saying why, for the device to count; it is
+//     never split, parsed or verified.
+//  3. verdict checks each packet's ICRC against the flow it came in.
+
+// Receive blocks until packets arrive and fills pkts[:n] with them, each
+// with its ICRC verdict: ICRCOK (and for IPv4 the ID the packet travelled
+// with, recovered from its ICRC) or ICRCBad, or with a Drop reason. The
+// Bufs point into the backend's receive buffers and stay valid until the
+// next call. Receive returns an error wrapping backend.ErrBackendClosed after
+// Close.
+func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
+	if len(pkts) == 0 {
+		return 0, nil
+	}
+	for {
+		if b.closed.Load() {
+			return 0, errClosed
+		}
+		if n := b.drain(pkts); n > 0 {
+			return n, nil
+		}
+		if err := b.recv(min(len(pkts), b.batch), true); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// recv reads up to want messages, waiting for the first one if wait is
+// set; the buffers of the previous ones are all handed out by now.
+func (b *Backend) recv(want int, wait bool) error {
+	m := &b.rx.m
+	b.resetHeaders()
+	n, err := b.rx.kernel.recvmmsg(m.hdrs[:want], wait)
+	if err != nil {
+		return b.ioError("receive", err)
+	}
+	b.rx.count, b.rx.next, b.rx.off = min(max(n, 0), want), 0, 0
+	return nil
+}
+
+// resetHeaders restores the fields the kernel changed in the messages the
+// last read filled (only those: a read that found nothing changed none, and
+// a busy poller makes many of those).
+func (b *Backend) resetHeaders() {
+	m := &b.rx.m
+	for i := range b.rx.count {
+		h := &m.hdrs[i]
+		h.Len = 0
+		h.Hdr.Namelen = sockaddrLen
+		h.Hdr.SetControllen(m.oobLen)
+		h.Hdr.Flags = 0
+	}
+	b.rx.count = 0
+}
+
+// drain hands out the packets of the messages read last, splitting GRO
+// super-datagrams, until pkts is full or the messages are used up.
+func (b *Backend) drain(pkts []backend.Datagram) int {
+	n := 0
+	for n < len(pkts) && b.rx.next < b.rx.count {
+		msg := b.message(b.rx.next)
+		if msg.drop != 0 {
+			pkts[n] = backend.Datagram{Buf: msg.data, Addr: msg.src, Drop: msg.drop}
+			n++
+			b.rx.next++
+			b.rx.off = 0
+			continue
+		}
+		for n < len(pkts) {
+			off := b.rx.off
+			end := min(off+msg.seg, len(msg.data))
+			d := &pkts[n]
+			*d = backend.Datagram{Buf: msg.data[off:end], Addr: msg.src, TTL: msg.ttl, TOS: msg.tos}
+			b.verdict(d, uint16(off/msg.seg))
+			n++
+			b.rx.off = end
+			if end >= len(msg.data) {
+				b.rx.next++
+				b.rx.off = 0
+				break
+			}
+		}
+	}
+	return n
+}
+
+// verdict checks a received packet's ICRC against the flow it arrived in.
+//
+// Segment i of a GRO datagram most likely left as segment i of a UDP GSO
+// send, with IPv4 ID i (a GSO send numbers its segments' IDs from the
+// first): that ID is checked first, one ICRC instead of the full recovery
+// of an unknown ID.
+func (b *Backend) verdict(d *backend.Datagram, likelyID uint16) {
+	d.ICRC = backend.ICRCBad
+	fl := rocev2.NewFlow(d.Addr, b.local)
+	if b.ipv6 {
+		if fl.VerifyICRC(d.Buf) {
+			d.ICRC = backend.ICRCOK
+		}
+		return
+	}
+	if likelyID != 0 {
+		fl.IPv4ID = likelyID
+		if fl.VerifyICRC(d.Buf) {
+			d.ICRC, d.IPv4ID = backend.ICRCOK, likelyID
+			return
+		}
+	}
+	if id, ok := fl.InferIPv4ID(d.Buf); ok {
+		d.ICRC, d.IPv4ID = backend.ICRCOK, id
+	}
+}
+
+// rxKernel is where received messages come from: the socket, or in tests
+// a stand-in that fills the headers as a kernel would, or as a hostile or
+// buggy one might (export_test.go).
+type rxKernel interface {
+	// recvmmsg fills hdrs as recvmmsg(2) does and returns how many
+	// messages it filled; without wait it returns 0 when none is waiting.
+	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
+	// waitReadable blocks until a datagram is waiting, without taking it.
+	waitReadable() error
+	// close wakes what waits in the two above (the backend is closing).
+	close()
+}
+
+// socketKernel is the rxKernel of a real socket.
+type socketKernel struct{ b *Backend }
+
+func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
+	b := k.b
+	if wait {
+		return b.rx.call.Do(b.rc, hdrs)
+	}
+	return b.rx.call.Try(b.rc, hdrs)
+}
+
+func (k socketKernel) waitReadable() error { return k.b.rc.Read(mmsg.Peek) }
+
+// close does nothing: closing the socket wakes the runtime poller.
+func (k socketKernel) close() {}
