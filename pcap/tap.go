@@ -18,7 +18,7 @@ import (
 // tapped.
 //
 // A sent packet is recorded after the inner Send returns, when its ICRC is
-// sealed and Datagram.IPv4ID says which IPv4 ID it left with; a received
+// sealed and Outgoing.Wire says which IPv4 ID it left with; a received
 // packet is recorded when the inner Receive returns it, with the IPv4 ID the
 // backend recovered. Both are framed in the Ethernet, IP and UDP headers the
 // packet travelled in (Writer.WriteRoCE), so that every ICRC in the capture
@@ -45,6 +45,7 @@ var _ backend.Backend = (*Tap)(nil)
 const (
 	commentSendError = "send error: the backend reported an error for this batch; the packet may not have left"
 	commentICRCBad   = "ICRC bad: the device drops this packet"
+	commentUnsealed  = "not sealed yet: a backend beneath the tap (a fault injector) holds, mangles or drops this packet; what leaves is sealed by the backend below it"
 )
 
 // NewTap returns a backend that moves packets through inner and records
@@ -60,7 +61,7 @@ func (t *Tap) Unwrap() backend.Backend { return t.inner }
 
 // Send sends pkts through the inner backend, then records them as Outbound.
 // Its result is the inner backend's.
-func (t *Tap) Send(pkts []backend.Datagram) error {
+func (t *Tap) Send(pkts []backend.Outgoing) error {
 	err := t.inner.Send(pkts)
 	if errors.Is(err, backend.ErrBackendClosed) {
 		return err
@@ -74,17 +75,21 @@ func (t *Tap) Send(pkts []backend.Datagram) error {
 	for i := range pkts {
 		d := &pkts[i]
 		src := t.local
-		if d.SrcPort != 0 { // a backend that chose the port per QP (afpacket)
-			src = netip.AddrPortFrom(src.Addr(), d.SrcPort)
+		if d.Wire.SrcPort != 0 { // a backend that chose the port per QP (afpacket)
+			src = netip.AddrPortFrom(src.Addr(), d.Wire.SrcPort)
 		}
-		t.record(Outbound, src, d.Addr, d.IPv4ID, d.Buf, comment)
+		c := comment
+		if d.Wire.Unsealed && c == "" {
+			c = commentUnsealed
+		}
+		t.record(Outbound, src, d.Dst, d.Wire.IPv4ID, d.Buf, c)
 	}
 	return err
 }
 
 // Receive receives through the inner backend and records what it returns
 // as Inbound before handing it on.
-func (t *Tap) Receive(pkts []backend.Datagram) (int, error) {
+func (t *Tap) Receive(pkts []backend.Incoming) (int, error) {
 	n, err := t.inner.Receive(pkts)
 	t.recordReceived(pkts[:n])
 	return n, err
@@ -99,7 +104,7 @@ func (t *Tap) Backend() backend.Backend {
 }
 
 // recordReceived records received packets as Inbound.
-func (t *Tap) recordReceived(pkts []backend.Datagram) {
+func (t *Tap) recordReceived(pkts []backend.Incoming) {
 	for i := range pkts {
 		d := &pkts[i]
 		if d.Drop != 0 {
@@ -116,14 +121,14 @@ func (t *Tap) recordReceived(pkts []backend.Datagram) {
 			// The device will check (and infer the ID) itself; the
 			// capture needs the ID now to frame the packet right.
 			// (record skips a pair no IP header can carry.)
-			fl := rocev2.NewFlow(d.Addr, t.local)
+			fl := rocev2.NewFlow(d.Src, t.local)
 			if inferred, ok := fl.InferIPv4ID(d.Buf); ok {
 				id = inferred
 			} else if !fl.IsIPv6() {
 				comment = commentICRCBad
 			}
 		}
-		t.record(Inbound, d.Addr, t.local, id, d.Buf, comment)
+		t.record(Inbound, d.Src, t.local, id, d.Buf, comment)
 	}
 }
 

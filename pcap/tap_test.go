@@ -202,20 +202,20 @@ func verifyCapture(t *testing.T, capture []byte, local, remote string) (out, in 
 // UDP backend's GSO path (IDs 0, 1, 2, …) and hands the same packets back.
 type sealer struct {
 	local netip.AddrPort
-	rx    []backend.Datagram
+	rx    []backend.Incoming
 }
 
-func (s *sealer) Send(pkts []backend.Datagram) error {
+func (s *sealer) Send(pkts []backend.Outgoing) error {
 	for i := range pkts {
-		fl := rocev2.NewFlow(s.local, pkts[i].Addr)
+		fl := rocev2.NewFlow(s.local, pkts[i].Dst)
 		fl.IPv4ID = uint16(i)
 		fl.SealICRC(pkts[i].Buf)
-		pkts[i].IPv4ID = fl.IPv4ID
+		pkts[i].Wire.IPv4ID = fl.IPv4ID
 	}
 	return nil
 }
 
-func (s *sealer) Receive(pkts []backend.Datagram) (int, error) {
+func (s *sealer) Receive(pkts []backend.Incoming) (int, error) {
 	return copy(pkts, s.rx), nil
 }
 
@@ -232,11 +232,11 @@ func TestTapDoesNotAllocate(t *testing.T) {
 	}
 	local, peer := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
-	batch := make([]backend.Datagram, 4)
+	batch := make([]backend.Outgoing, 4)
 	for i := range batch {
 		buf, err := f.Append(nil, make([]byte, 64*i))
 		require.NoError(t, err)
-		batch[i] = backend.Datagram{Buf: buf, Addr: peer}
+		batch[i] = backend.Outgoing{Buf: buf, Dst: peer}
 	}
 	be := &sealer{local: local}
 	var capture bytes.Buffer
@@ -250,9 +250,9 @@ func TestTapDoesNotAllocate(t *testing.T) {
 		fl := rocev2.NewFlow(peer, local)
 		fl.IPv4ID = uint16(i)
 		fl.SealICRC(buf)
-		be.rx = append(be.rx, backend.Datagram{Buf: buf, Addr: peer, IPv4ID: uint16(i), ICRC: backend.ICRCOK})
+		be.rx = append(be.rx, backend.Incoming{Buf: buf, Src: peer, IPv4ID: uint16(i), ICRC: backend.ICRCOK})
 	}
-	rx := make([]backend.Datagram, 8)
+	rx := make([]backend.Incoming, 8)
 	n, err := tap.Receive(rx)
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
@@ -274,7 +274,7 @@ func TestTapDoesNotAllocate(t *testing.T) {
 type pollingSealer struct{ sealer }
 
 func (p *pollingSealer) WaitReadable() error { return nil }
-func (p *pollingSealer) TryReceive(pkts []backend.Datagram) (int, error) {
+func (p *pollingSealer) TryReceive(pkts []backend.Incoming) (int, error) {
 	n := copy(pkts, p.rx)
 	p.rx = p.rx[n:]
 	return n, nil
@@ -295,14 +295,14 @@ func TestTapBackendKeepsPoller(t *testing.T) {
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
 	pkt, err := f.Append(nil, []byte("hi"))
 	require.NoError(t, err)
-	tap := pcap.NewTap(&pollingSealer{sealer{local: local, rx: []backend.Datagram{{Buf: pkt, Addr: peer, ICRC: backend.ICRCBad}}}}, w)
+	tap := pcap.NewTap(&pollingSealer{sealer{local: local, rx: []backend.Incoming{{Buf: pkt, Src: peer, ICRC: backend.ICRCBad}}}}, w)
 	p, ok := tap.Backend().(backend.Poller)
 	require.True(t, ok, "a polling backend stays polling")
 	require.NoError(t, p.WaitReadable())
-	n, err := p.TryReceive(make([]backend.Datagram, 4))
+	n, err := p.TryReceive(make([]backend.Incoming, 4))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	n, err = p.TryReceive(make([]backend.Datagram, 4))
+	n, err = p.TryReceive(make([]backend.Incoming, 4))
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	assert.Equal(t, pcap.TapStats{Inbound: 1}, tap.Stats())
@@ -321,14 +321,14 @@ func TestTapMarksReceiveVerdicts(t *testing.T) {
 	fl.SealICRC(good)
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-1] ^= 1
-	be := &sealer{local: local, rx: []backend.Datagram{
-		{Buf: good, Addr: peer}, // unchecked: the Tap infers ID 3
-		{Buf: bad, Addr: peer, ICRC: backend.ICRCBad},
+	be := &sealer{local: local, rx: []backend.Incoming{
+		{Buf: good, Src: peer}, // unchecked: the Tap infers ID 3
+		{Buf: bad, Src: peer, ICRC: backend.ICRCBad},
 	}}
 	var capture bytes.Buffer
 	w, err := pcap.NewWriter(&capture, pcap.WriterOptions{})
 	require.NoError(t, err)
-	n, err := pcap.NewTap(be, w).Receive(make([]backend.Datagram, 4))
+	n, err := pcap.NewTap(be, w).Receive(make([]backend.Incoming, 4))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.NoError(t, w.Close())
@@ -359,5 +359,5 @@ func TestTapSharedBackendChecks(t *testing.T) {
 	f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11}
 	pkt, err := f.Append(nil, []byte("x"))
 	require.NoError(t, err)
-	backendtest.Run(t, pcap.NewTap(be, w), []backend.Datagram{{Buf: pkt, Addr: netip.MustParseAddrPort("198.18.0.1:4791")}})
+	backendtest.Run(t, pcap.NewTap(be, w), []backend.Outgoing{{Buf: pkt, Dst: netip.MustParseAddrPort("198.18.0.1:4791")}})
 }

@@ -172,7 +172,7 @@ func newAttacker(t testing.TB, n *node, addr string) *attacker {
 	require.NoError(t, err)
 	t.Cleanup(func() { be.Close() })
 	go func() { // take whatever is sent to it
-		batch := make([]backend.Datagram, 64)
+		batch := make([]backend.Incoming, 64)
 		for {
 			if _, err := be.Receive(batch); err != nil {
 				return
@@ -193,7 +193,7 @@ func (a *attacker) send(t testing.TB, n *node, fl rocev2.Fields, payload []byte)
 
 func (a *attacker) sendRaw(t testing.TB, n *node, p []byte) {
 	t.Helper()
-	require.NoError(t, a.be.Send([]backend.Datagram{{Buf: p, Addr: n.dev.LocalAddr()}}))
+	require.NoError(t, a.be.Send([]backend.Outgoing{{Buf: p, Dst: n.dev.LocalAddr()}}))
 }
 
 // counter reads the named counter of n's device.

@@ -56,7 +56,7 @@ func FuzzInbound(f *testing.F) {
 	}
 	defer attacker.Close()
 	go func() { // drain whatever the QP answers
-		batch := make([]backend.Datagram, 64)
+		batch := make([]backend.Incoming, 64)
 		for {
 			if _, err := attacker.Receive(batch); err != nil {
 				return
@@ -91,7 +91,7 @@ func FuzzInbound(f *testing.F) {
 		fl := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0xABCDE}
 		b, _ := fl.Append(nil, nil)
 		before := dev.Counters.RcvdUnknownQP.Load()
-		if err := attacker.Send([]backend.Datagram{{Buf: b, Addr: be.LocalAddr()}}); err != nil {
+		if err := attacker.Send([]backend.Outgoing{{Buf: b, Dst: be.LocalAddr()}}); err != nil {
 			f.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)
@@ -158,7 +158,7 @@ func FuzzInbound(f *testing.F) {
 			p[5], p[6], p[7] = byte(q.QPN()>>16), byte(q.QPN()>>8), byte(q.QPN())
 		}
 		if len(p) >= 4 { // the ICRC is sealed by the sender's backend
-			if err := attacker.Send([]backend.Datagram{{Buf: p, Addr: be.LocalAddr()}}); err != nil {
+			if err := attacker.Send([]backend.Outgoing{{Buf: p, Dst: be.LocalAddr()}}); err != nil {
 				t.Fatal(err)
 			}
 		}

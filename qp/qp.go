@@ -512,7 +512,7 @@ func (q *QP) ackTimeout() time.Duration {
 
 // HandlePacket is called by the device's receive loop for each packet
 // addressed to this QP.
-func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
+func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 	op := pkt.Opcode()
 	if op&0xE0 != q.tr {
 		q.dev.Counters.RcvdWrongQPType.Add(1)
@@ -530,7 +530,7 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 		q.respondUD(pkt, dg)
 		return
 	}
-	if dg.Addr.Addr().Unmap().WithZone("") != q.raddr.Addr() {
+	if dg.Src.Addr().Unmap().WithZone("") != q.raddr.Addr() {
 		// A connected QP takes packets only from its peer's address, as
 		// rxe's check_addr does: otherwise anyone who guesses a QP number
 		// and a PSN could write into the stream. (The UDP source port

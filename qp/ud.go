@@ -25,7 +25,7 @@ import (
 
 // respondUD handles one UD packet. The caller holds q.mu and has checked
 // the opcode's transport and the QP's state.
-func (q *QP) respondUD(pkt *rocev2.Packet, dg *backend.Datagram) {
+func (q *QP) respondUD(pkt *rocev2.Packet, dg *backend.Incoming) {
 	r := &q.resp
 	deth := pkt.DETH() // every UD opcode carries one: Parse checked its room
 	if deth.QKey() != q.attr.QKey {
@@ -54,7 +54,7 @@ func (q *QP) respondUD(pkt *rocev2.Packet, dg *backend.Datagram) {
 		}
 		return
 	}
-	fl := rocev2.NewFlow(dg.Addr, q.dev.LocalAddr())
+	fl := rocev2.NewFlow(dg.Src, q.dev.LocalAddr())
 	fl.IPv4ID, fl.TTL, fl.TOS = dg.IPv4ID, dg.TTL, dg.TOS
 	fl.FlowLabel = 0 // rxe sends and reports flow label 0
 	fl.PutGRH(r.grh[:], len(dg.Buf))

@@ -106,7 +106,7 @@ type cutBackend struct {
 	cut *atomic.Bool
 }
 
-func (b cutBackend) Send(pkts []backend.Datagram) error {
+func (b cutBackend) Send(pkts []backend.Outgoing) error {
 	if b.cut.Load() {
 		return nil
 	}

@@ -32,7 +32,7 @@ type counting struct {
 	n atomic.Uint64
 }
 
-func (c *counting) Receive(p []backend.Datagram) (int, error) {
+func (c *counting) Receive(p []backend.Incoming) (int, error) {
 	n, err := c.Backend.Receive(p)
 	c.n.Add(uint64(n))
 	return n, err
@@ -55,7 +55,7 @@ func newStack(tb testing.TB, name string, wrap func(backend.Backend) backend.Bac
 	require.NoError(tb, err)
 	tb.Cleanup(func() { attacker.Close() })
 	go func() { // take whatever the QP answers
-		batch := make([]backend.Datagram, 64)
+		batch := make([]backend.Incoming, 64)
 		for {
 			if _, err := attacker.Receive(batch); err != nil {
 				return
@@ -66,7 +66,7 @@ func newStack(tb testing.TB, name string, wrap func(backend.Backend) backend.Bac
 	s := &stack{name: name, count: &counting{Backend: inner}, attacker: attacker}
 	var wrapped backend.Backend = s.count
 	if _, ok := inner.(backend.Poller); ok {
-		wrapped = backend.KeepPolling(s.count, inner, func(p []backend.Datagram) { s.count.n.Add(uint64(len(p))) })
+		wrapped = backend.KeepPolling(s.count, inner, func(p []backend.Incoming) { s.count.n.Add(uint64(len(p))) })
 	}
 	s.target = hostile.NewTarget(tb, wrapped, attackerAddr.Addr())
 	return s
@@ -96,7 +96,7 @@ func (s *stack) attack(tb testing.TB, msgs []hostile.Message) {
 	inject := func(p []byte) {
 		// memlink refuses (and does not deliver) what cannot hold an
 		// ICRC: that is the sender's error, not the receiver's.
-		_ = s.attacker.Send([]backend.Datagram{{Buf: p, Addr: targetAddr}})
+		_ = s.attacker.Send([]backend.Outgoing{{Buf: p, Dst: targetAddr}})
 	}
 	h0, c0 := s.count.n.Load(), hostile.Received(&s.target.Dev.Counters)
 	for _, m := range msgs {

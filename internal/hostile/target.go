@@ -63,7 +63,7 @@ type fence struct {
 	sent uint64
 }
 
-func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *backend.Datagram) {
+func (f *fence) HandlePacket(pkt *rocev2.Packet, _ *backend.Incoming) {
 	if p := pkt.Payload(); len(p) == 8 {
 		f.seen.Store(binary.BigEndian.Uint64(p))
 	}

@@ -17,19 +17,21 @@ import (
 // called from several goroutines; Receive is called by one goroutine at a
 // time (the device's receive loop).
 type Backend interface {
-	// Send transmits pkts in order. The backend seals each packet's ICRC
-	// (the last four bytes of Buf) for the IP and UDP headers it will
-	// actually travel in, since only the backend knows them (the IPv4 ID of
-	// a GSO segment, for instance), and records the IPv4 ID it used in
-	// IPv4ID. Send returns once the packets are handed to the network; the
-	// caller may then reuse the buffers.
-	Send(pkts []Datagram) error
+	// Send transmits pkts in order. It reads each Buf only during the call
+	// and keeps no reference to it (a backend that must hold a packet, for
+	// a neighbour not yet resolved or a fault injector's delay, copies it).
+	// On return each packet's Buf holds it sealed (the last four bytes are
+	// the ICRC) for the IP and UDP headers it travels in, which only the
+	// backend knows (the IPv4 ID of a GSO segment, a per-QP source port),
+	// and its Wire says what those headers were. The caller may then reuse
+	// the buffers.
+	Send(pkts []Outgoing) error
 
 	// Receive blocks until at least one packet arrives and fills pkts[:n].
-	// Each Buf points into memory owned by the backend that stays valid
-	// until the next call to Receive. Receive returns an error wrapping
-	// ErrBackendClosed after Close.
-	Receive(pkts []Datagram) (n int, err error)
+	// Each Buf points into memory the backend owns, valid until the next
+	// Receive or TryReceive; the backend never changes it before then.
+	// Receive returns an error wrapping ErrBackendClosed after Close.
+	Receive(pkts []Incoming) (n int, err error)
 
 	// LocalAddr is the address and UDP port the backend sends from and
 	// receives on.
@@ -47,34 +49,57 @@ type Backend interface {
 	Close() error
 }
 
-// Datagram is one RoCEv2 packet in a batch.
-type Datagram struct {
+// Outgoing is one packet of a Send batch. The caller owns it and its Buf;
+// Send fills in Wire.
+type Outgoing struct {
+	// Buf holds the packet, BTH through ICRC; Send seals the ICRC in place.
+	Buf []byte
+	// Dst is where the packet goes.
+	Dst netip.AddrPort
+	// Sender is the QP that built the packet and what its address vector
+	// asks of the headers (see Sender).
+	Sender Sender
+	// Wire is set by Send: the headers the packet was sealed for.
+	Wire Wire
+}
+
+// Wire is what a backend chose of the IP and UDP headers a packet left in,
+// which a capture needs to frame it as it travelled.
+type Wire struct {
+	// IPv4ID is the IPv4 identification (0 over IPv6).
+	IPv4ID uint16
+	// SrcPort is the UDP source port, set by a backend that chooses one
+	// per QP (afpacket); 0 means the port of LocalAddr.
+	SrcPort uint16
+	// Unsealed is set for a packet the backend holds to send later
+	// through another backend whose headers it cannot know yet (a fault
+	// injector's delay): Buf is not sealed, and the inner backend seals
+	// its own copy when the packet leaves.
+	Unsealed bool
+}
+
+// Incoming is one packet Receive or TryReceive hands out. The backend
+// owns Buf (see Receive); the rest is the caller's copy.
+type Incoming struct {
 	// Buf holds the packet, BTH through ICRC.
 	Buf []byte
-	// Addr is the destination on Send and the source on Receive.
-	Addr netip.AddrPort
-	// IPv4ID is the IPv4 identification the packet travelled with: set by
-	// Send; set by Receive when known (ICRC Matches over IPv4).
+	// Src is who sent it.
+	Src netip.AddrPort
+	// IPv4ID is the IPv4 identification the packet travelled with, when
+	// the backend knows it (ICRC Matches over IPv4).
 	IPv4ID uint16
-	// ICRC is the receive-side verdict on the ICRC (unused on Send).
+	// ICRC is the backend's verdict on the ICRC.
 	ICRC ICRCStatus
-	// Sender is, on Send, the QP that built the packet and what its
-	// address vector asks of the headers (see Sender). Unused on Receive.
-	Sender Sender
-	// SrcPort is, on Send, the UDP source port the packet left from, set
-	// by a backend that chooses one per QP (afpacket); 0 means the port of
-	// LocalAddr. Unused on Receive (Addr holds the sender's port).
-	SrcPort uint16
 	// TTL and TOS are the IPv4 TTL and TOS (for IPv6: the hop limit and
-	// traffic class) the packet arrived with, set by Receive when the
-	// backend learns them (0 otherwise). Only UD receives use them: their
-	// completions carry the IP header in front of the payload.
+	// traffic class) the packet arrived with, when the backend learns them
+	// (0 otherwise). Only UD receives use them: their completions carry
+	// the IP header in front of the payload.
 	TTL, TOS uint8
-	// Drop, when not zero, is why the backend itself rejects a received
-	// datagram before anyone parses it (ErrDatagram: empty, cut short by
-	// the receive buffer, a length that lies; ErrSource: a sender address
-	// of the wrong family). The device counts it under that reason and
-	// looks no further: Buf may be empty and Addr invalid. Unused on Send.
+	// Drop, when not zero, is why the backend itself rejects the datagram
+	// before anyone parses it (rocev2.ErrDatagram: empty, cut short by the
+	// receive buffer, a length that lies; rocev2.ErrSource: a sender
+	// address of the wrong family). The device counts it under that
+	// reason and looks no further: Buf may be empty and Src invalid.
 	Drop rocev2.ParseError
 }
 
@@ -173,7 +198,7 @@ type Poller interface {
 	WaitReadable() error
 	// TryReceive is Receive without blocking: it returns 0 when nothing
 	// is waiting.
-	TryReceive(pkts []Datagram) (n int, err error)
+	TryReceive(pkts []Incoming) (n int, err error)
 }
 
 // KeepPolling is for backends that decorate another (a capture tap, a fault
@@ -181,7 +206,7 @@ type Poller interface {
 // WaitReadable waits on inner, and its TryReceive receives from inner and
 // hands what it got to received, which must do to the packets what b's
 // Receive does. When inner cannot poll, it returns b as it is.
-func KeepPolling(b, inner Backend, received func([]Datagram)) Backend {
+func KeepPolling(b, inner Backend, received func([]Incoming)) Backend {
 	p, ok := inner.(Poller)
 	if !ok {
 		return b
@@ -193,12 +218,12 @@ func KeepPolling(b, inner Backend, received func([]Datagram)) Backend {
 type pollingDecorator struct {
 	Backend
 	inner    Poller
-	received func([]Datagram)
+	received func([]Incoming)
 }
 
 func (p *pollingDecorator) WaitReadable() error { return p.inner.WaitReadable() }
 
-func (p *pollingDecorator) TryReceive(pkts []Datagram) (int, error) {
+func (p *pollingDecorator) TryReceive(pkts []Incoming) (int, error) {
 	n, err := p.inner.TryReceive(pkts)
 	p.received(pkts[:n])
 	return n, err

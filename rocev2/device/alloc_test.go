@@ -15,8 +15,8 @@ import (
 // discard is a backend that takes every send and receives nothing.
 type discard struct{ closed chan struct{} }
 
-func (d *discard) Send([]backend.Datagram) error { return nil }
-func (d *discard) Receive([]backend.Datagram) (int, error) {
+func (d *discard) Send([]backend.Outgoing) error { return nil }
+func (d *discard) Receive([]backend.Incoming) (int, error) {
 	<-d.closed
 	return 0, backend.ErrBackendClosed
 }

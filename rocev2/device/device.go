@@ -40,7 +40,7 @@ type QPHandler interface {
 	// learnt of the IP header it came in (the IPv4 ID, TTL, TOS). Both
 	// are valid only during the call. Packets sent in response are built
 	// into the device's Outbox.
-	HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram)
+	HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming)
 }
 
 // DefaultHoldLimit is how long a packet may wait in the outbox at most
@@ -92,7 +92,7 @@ type Device struct {
 	// The receive state, owned by whoever holds rxMu: the receive
 	// goroutine, or with a Poller backend a goroutine in Poller.Poll.
 	rxMu    sync.Mutex
-	rxBatch []backend.Datagram
+	rxBatch []backend.Incoming
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
 
@@ -155,7 +155,7 @@ func New(cfg Config) (*Device, error) {
 	d.deferACKs = cfg.DeferACKs
 	register(d)
 	d.qps.init()
-	d.rxBatch = make([]backend.Datagram, d.batch)
+	d.rxBatch = make([]backend.Incoming, d.batch)
 	go d.receiveLoop()
 	return d, nil
 }

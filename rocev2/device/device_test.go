@@ -16,7 +16,7 @@ import (
 
 type recordingQP struct{ got chan uint32 }
 
-func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
+func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 	r.got <- pkt.BTH().DestQP()
 }
 
@@ -56,7 +56,7 @@ func TestDeviceDropsAndCounts(t *testing.T) {
 		return p
 	}
 	send := func(p []byte) {
-		require.NoError(t, peer.Send([]backend.Datagram{{Buf: p, Addr: d.LocalAddr()}}))
+		require.NoError(t, peer.Send([]backend.Outgoing{{Buf: p, Dst: d.LocalAddr()}}))
 	}
 	send(good(qpn, 0xffff))
 	select {

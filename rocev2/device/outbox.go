@@ -47,7 +47,7 @@ import (
 type Outbox struct {
 	dev   *Device
 	mu    sync.Mutex
-	dgs   []backend.Datagram
+	dgs   []backend.Outgoing
 	slab  []byte
 	limit time.Duration
 
@@ -69,7 +69,7 @@ const txSlot = 4096 + 64
 func newOutbox(d *Device, limit time.Duration) *Outbox {
 	o := &Outbox{
 		dev:   d,
-		dgs:   make([]backend.Datagram, 0, d.batch),
+		dgs:   make([]backend.Outgoing, 0, d.batch),
 		slab:  make([]byte, d.batch*txSlot),
 		limit: limit,
 	}
@@ -110,7 +110,7 @@ func (o *Outbox) Buffer() []byte {
 
 // Commit queues pkt (built in the last Buffer) for dst.
 func (o *Outbox) Commit(pkt []byte, dst netip.AddrPort) {
-	o.dgs = append(o.dgs, backend.Datagram{Buf: pkt, Addr: dst, Sender: o.from})
+	o.dgs = append(o.dgs, backend.Outgoing{Buf: pkt, Dst: dst, Sender: o.from})
 }
 
 // Len returns the number of packets waiting.

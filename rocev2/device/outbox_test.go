@@ -29,7 +29,7 @@ func newPollOnly() *pollOnly {
 	return &pollOnly{ready: make(chan struct{}), closed: make(chan struct{})}
 }
 
-func (p *pollOnly) Send(pkts []backend.Datagram) error {
+func (p *pollOnly) Send(pkts []backend.Outgoing) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var call []string
@@ -44,7 +44,7 @@ func (p *pollOnly) Send(pkts []backend.Datagram) error {
 	return nil
 }
 
-func (p *pollOnly) Receive([]backend.Datagram) (int, error) {
+func (p *pollOnly) Receive([]backend.Incoming) (int, error) {
 	<-p.closed
 	return 0, backend.ErrBackendClosed
 }
@@ -58,12 +58,12 @@ func (p *pollOnly) WaitReadable() error {
 	}
 }
 
-func (p *pollOnly) TryReceive(dgs []backend.Datagram) (int, error) {
+func (p *pollOnly) TryReceive(dgs []backend.Incoming) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for n < len(dgs) && len(p.in) > 0 {
-		dgs[n] = backend.Datagram{Buf: p.in[0], Addr: netip.MustParseAddrPort("127.0.0.2:4791"), ICRC: backend.ICRCOK}
+		dgs[n] = backend.Incoming{Buf: p.in[0], Src: netip.MustParseAddrPort("127.0.0.2:4791"), ICRC: backend.ICRCOK}
 		p.in = p.in[1:]
 		n++
 	}
@@ -105,12 +105,12 @@ type echoQP struct {
 	cq  *cq.CQ
 }
 
-func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
+func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 	o := e.dev.Outbox()
 	f := rocev2.Fields{Opcode: rocev2.RCReadResponseOnly, PKey: 0xffff, DestQP: 0x99}
 	b, _ := f.AppendHeaders(o.Buffer(), 3+len(pkt.Payload()))
 	b = append(append(b, "re:"...), pkt.Payload()...)
-	o.Commit(rocev2.AppendTrailer(b, 3+len(pkt.Payload())), dg.Addr)
+	o.Commit(rocev2.AppendTrailer(b, 3+len(pkt.Payload())), dg.Src)
 	o.Done()
 	e.cq.Notify(e.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
 }
@@ -311,7 +311,7 @@ type ackQP struct {
 	cq  *cq.CQ
 }
 
-func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
+func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 	o := a.dev.Outbox()
 	syndrome := uint8(0x1F) // ACK, credits invalid
 	if string(pkt.Payload()) == "nak" {
@@ -319,7 +319,7 @@ func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Datagram) {
 	}
 	f := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0x99, Syndrome: rocev2.Syndrome(syndrome)}
 	b, _ := f.Append(o.Buffer(), nil)
-	o.Commit(b, dg.Addr)
+	o.Commit(b, dg.Src)
 	o.Done()
 	a.cq.Notify(a.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
 }

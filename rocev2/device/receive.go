@@ -198,7 +198,7 @@ func (d *Device) progress() bool {
 }
 
 // deliver validates one datagram and hands it to its QP.
-func (d *Device) deliver(dg *backend.Datagram, pkt *rocev2.Packet) {
+func (d *Device) deliver(dg *backend.Incoming, pkt *rocev2.Packet) {
 	if dg.Drop != 0 {
 		d.countDrop(dg.Drop)
 		return
@@ -254,8 +254,8 @@ func (d *Device) countDrop(e rocev2.ParseError) {
 
 // checkICRC verifies a packet whose backend left the ICRC unchecked; for
 // IPv4 it returns the ID the packet travelled with.
-func (d *Device) checkICRC(dg *backend.Datagram) (id uint16, ok bool) {
-	fl := rocev2.NewFlow(dg.Addr, d.local)
+func (d *Device) checkICRC(dg *backend.Incoming) (id uint16, ok bool) {
+	fl := rocev2.NewFlow(dg.Src, d.local)
 	if fl.IsIPv6() {
 		return 0, fl.VerifyICRC(dg.Buf)
 	}

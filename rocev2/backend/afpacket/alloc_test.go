@@ -45,7 +45,7 @@ func TestSendAndReceiveDoNotAllocate(t *testing.T) {
 	for range runs + 1 {
 		k.Push(batch)
 	}
-	rx := make([]backend.Datagram, 64)
+	rx := make([]backend.Incoming, 64)
 	allocs = testing.AllocsPerRun(runs, func() {
 		n, err := b.Receive(rx)
 		if err != nil || n != 64 || rx[0].ICRC != backend.ICRCVerified {
@@ -73,7 +73,7 @@ func TestRingReceiveDoesNotAllocate(t *testing.T) {
 		frames[i] = afpacket.Frame(local, peer, 0xC000, uint16(i), pkt)
 	}
 	blk := afpacket.RingBlock(128<<10, frames)
-	rx := make([]backend.Datagram, 64)
+	rx := make([]backend.Incoming, 64)
 	next := 0
 	allocs := testing.AllocsPerRun(100, func() {
 		ring.Load(next, blk)

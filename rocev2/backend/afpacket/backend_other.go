@@ -24,8 +24,8 @@ var _ backend.Backend = (*Backend)(nil)
 // Open fails on this system.
 func Open(cfg Config) (*Backend, error) { return nil, errUnsupported }
 
-func (b *Backend) Send([]backend.Datagram) error           { return errUnsupported }
-func (b *Backend) Receive([]backend.Datagram) (int, error) { return 0, errUnsupported }
+func (b *Backend) Send([]backend.Outgoing) error           { return errUnsupported }
+func (b *Backend) Receive([]backend.Incoming) (int, error) { return 0, errUnsupported }
 func (b *Backend) LocalAddr() netip.AddrPort               { return netip.AddrPort{} }
 func (b *Backend) BatchSize() int                          { return DefaultBatchSize }
 func (b *Backend) LinkMTU() int                            { return 1500 }

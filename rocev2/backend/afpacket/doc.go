@@ -16,7 +16,7 @@
 // which is never copied. The headers are rxe's (drivers/infiniband/sw/rxe/
 // rxe_net.c):
 //
-//   - UDP source port from the QP (Datagram.Sender): for RC and UC,
+//   - UDP source port from the QP (Outgoing.Sender): for RC and UC,
 //     rdma_get_udp_sport of the address vector's flow label, or of the
 //     label ib_core derives from the two QP numbers; for UD, the port rxe
 //     gives a QP at creation (rocev2.SourcePort). Destination port 4791.
@@ -31,8 +31,8 @@
 //   - Ethernet: the interface's MAC, and the next hop's from the kernel's
 //     neighbour table.
 //
-// The ICRC is sealed over exactly those headers. Datagram.IPv4ID and
-// SrcPort say what each packet left with.
+// The ICRC is sealed over exactly those headers. Outgoing.Wire says
+// what each packet left with (its IPv4 ID and source port).
 //
 // # Neighbours
 //

@@ -277,14 +277,14 @@ func (c *rxCheck) message(f rxFrame) rxMessage {
 // verdict over the headers it travelled in (for segment k of a GSO
 // super-frame, the ones segmentation gives it: the lengths of its own
 // size and, over IPv4, the ID plus k).
-func (c *rxCheck) packet(m *rxMessage, k int, d *backend.Datagram) {
+func (c *rxCheck) packet(m *rxMessage, k int, d *backend.Incoming) {
 	if m.drop != 0 {
-		*d = backend.Datagram{Drop: m.drop}
+		*d = backend.Incoming{Drop: m.drop}
 		return
 	}
 	off := min(k*m.seg, len(m.payload))
 	pkt := m.payload[off:min(off+m.seg, len(m.payload))]
-	*d = backend.Datagram{Buf: pkt, Addr: m.src, ICRC: backend.ICRCBad}
+	*d = backend.Incoming{Buf: pkt, Src: m.src, ICRC: backend.ICRCBad}
 	ip, udp := m.ip, m.udp
 	var ipb [rocev2.IPv6HeaderLen]byte
 	var udpb [rocev2.UDPHeaderLen]byte
@@ -318,7 +318,7 @@ func (c *rxCheck) packet(m *rxMessage, k int, d *backend.Datagram) {
 }
 
 // check validates a frame holding one packet (no GSO) into d.
-func (c *rxCheck) check(f rxFrame, d *backend.Datagram) {
+func (c *rxCheck) check(f rxFrame, d *backend.Incoming) {
 	m := c.message(f)
 	c.packet(&m, 0, d)
 }

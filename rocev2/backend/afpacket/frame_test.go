@@ -77,11 +77,11 @@ func TestHeadersRoundTrip(t *testing.T) {
 			}
 			assert.Zero(t, binary.BigEndian.Uint16(f.UDP[6:]), "UDP checksum 0, as rxe sends")
 
-			var d backend.Datagram
+			var d backend.Incoming
 			tc.c.check(rxFrame{data: fr}, &d)
 			require.Zero(t, d.Drop, "%v", d.Drop)
 			assert.Equal(t, backend.ICRCVerified, d.ICRC)
-			assert.Equal(t, netip.AddrPortFrom(tc.from, 0xC121), d.Addr)
+			assert.Equal(t, netip.AddrPortFrom(tc.from, 0xC121), d.Src)
 			assert.Equal(t, f.Payload, d.Buf)
 			if tc.from.Is4() {
 				assert.Equal(t, uint16(0x1234), d.IPv4ID)
@@ -105,7 +105,7 @@ func TestCheckRxeFrames(t *testing.T) {
 				continue
 			}
 			c := &rxCheck{local: f.Dst(), maxFrame: ethHeaderLen + 1500}
-			var d backend.Datagram
+			var d backend.Incoming
 			c.check(rxFrame{data: fr}, &d)
 			if !assert.Zero(t, d.Drop, "%s frame %d: %v", name, i, d.Drop) {
 				continue
@@ -202,7 +202,7 @@ func hostileFrames(t testing.TB) []struct {
 func TestCheckHostileFrames(t *testing.T) {
 	for _, tc := range hostileFrames(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			var d backend.Datagram
+			var d backend.Incoming
 			tc.c.check(tc.f, &d)
 			assert.Equal(t, tc.reason, d.Drop, "got %v", d.Drop)
 		})
@@ -231,7 +231,7 @@ func TestCheckICRC(t *testing.T) {
 		{"no room for an ICRC", rxFrame{data: frameFromPayload(t, make([]byte, 10))}, backend.ICRCBad},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var d backend.Datagram
+			var d backend.Incoming
 			check4().check(tc.f, &d)
 			require.Zero(t, d.Drop, "%v", d.Drop)
 			assert.Equal(t, tc.status, d.ICRC)
@@ -259,7 +259,7 @@ func TestCheckCorrectUDPChecksum(t *testing.T) {
 		udp[6], udp[7] = 0, 0
 		sum := udpChecksum(fr[14:14+ipLen], udp)
 		binary.BigEndian.PutUint16(udp[6:], sum)
-		var d backend.Datagram
+		var d backend.Incoming
 		c := check4()
 		if ipLen == 40 {
 			c = check6()
@@ -349,13 +349,13 @@ func FuzzCheck(f *testing.F) {
 		require.LessOrEqual(t, n, maxGSOSegments)
 		total := 0
 		for k := range n {
-			var d backend.Datagram
+			var d backend.Incoming
 			c.packet(&m, k, &d)
 			if d.Drop != 0 {
 				require.Equal(t, 1, n)
 				return
 			}
-			require.True(t, d.Addr.Addr().Is6() == v6, "sender of the device's family")
+			require.True(t, d.Src.Addr().Is6() == v6, "sender of the device's family")
 			require.NotEqual(t, backend.ICRCUnchecked, d.ICRC)
 			total += len(d.Buf)
 		}
@@ -405,7 +405,7 @@ func TestCheckGSOSuperFrame(t *testing.T) {
 			require.Zero(t, m.drop, "%v", m.drop)
 			require.Equal(t, 5, m.segments())
 			for k := range 5 {
-				var d backend.Datagram
+				var d backend.Incoming
 				tc.c.packet(&m, k, &d)
 				assert.Equal(t, pkts[k], d.Buf, "segment %d", k)
 				assert.Equal(t, backend.ICRCVerified, d.ICRC, "segment %d", k)

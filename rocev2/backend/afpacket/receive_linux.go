@@ -28,7 +28,7 @@ import (
 // ID, or with a Drop reason. The Bufs point into the backend's receive
 // buffers and stay valid until the next call. Receive returns an error
 // wrapping backend.ErrBackendClosed after Close.
-func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
 	if len(pkts) == 0 {
 		return 0, nil
 	}
@@ -48,7 +48,7 @@ func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
 // TryReceive is Receive without waiting: it hands out what is left of the
 // last read, or reads once without blocking, and returns 0 when nothing is
 // waiting.
-func (b *Backend) TryReceive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	if b.closed.Load() {
 		return 0, errClosed
 	}
@@ -112,7 +112,7 @@ func (b *Backend) resetHeaders() {
 
 // drain hands out the packets of the messages read last, cutting GSO
 // super-frames into their segments.
-func (b *Backend) drain(pkts []backend.Datagram) int {
+func (b *Backend) drain(pkts []backend.Incoming) int {
 	n := 0
 	for n < len(pkts) && b.rx.next < b.rx.count {
 		if b.rx.seg == 0 {

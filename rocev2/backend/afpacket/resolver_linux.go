@@ -64,9 +64,11 @@ type neighbour struct {
 	parked     []int // park slots, in order
 }
 
-// parked is one packet waiting for its destination's MAC.
+// parked is one packet waiting for its destination's MAC, sealed for hdr
+// (all but the MAC), with which it leaves.
 type parked struct {
-	d   backend.Datagram
+	d   backend.Outgoing
+	hdr header
 	buf []byte // the slot's memory; d.Buf points into it
 }
 
@@ -132,9 +134,10 @@ func (r *resolver) poke() {
 }
 
 // lookup returns the MAC for dst when it is known. Otherwise it parks a
-// copy of d (sent once resolved) and returns false with a nil error, or
-// returns the error that makes d undeliverable.
-func (r *resolver) lookup(dst netip.Addr, d *backend.Datagram, now time.Time) ([6]byte, bool, error) {
+// copy of d with h, the headers it was sealed for (sent once resolved), and
+// returns false with a nil error, or returns the error that makes d
+// undeliverable.
+func (r *resolver) lookup(dst netip.Addr, d *backend.Outgoing, h *header, now time.Time) ([6]byte, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[dst]
@@ -163,11 +166,11 @@ func (r *resolver) lookup(dst netip.Addr, d *backend.Datagram, now time.Time) ([
 		r.gen.Add(1)
 		r.poke()
 	}
-	return [6]byte{}, false, r.park(e, d)
+	return [6]byte{}, false, r.park(e, d, h)
 }
 
-// park copies d into a free slot of e's queue. mu is held.
-func (r *resolver) park(e *neighbour, d *backend.Datagram) error {
+// park copies d and its headers into a free slot of e's queue. mu is held.
+func (r *resolver) park(e *neighbour, d *backend.Outgoing, h *header) error {
 	if len(r.free) == 0 || len(d.Buf) > len(r.slots[0].buf) {
 		r.dropped.Add(1)
 		return errParkFull
@@ -175,7 +178,7 @@ func (r *resolver) park(e *neighbour, d *backend.Datagram) error {
 	i := r.free[len(r.free)-1]
 	r.free = r.free[:len(r.free)-1]
 	s := &r.slots[i]
-	s.d = *d
+	s.d, s.hdr = *d, *h
 	s.d.Buf = s.buf[:copy(s.buf, d.Buf)]
 	e.parked = append(e.parked, i)
 	return nil
@@ -307,7 +310,7 @@ func (r *resolver) settle(dst netip.Addr, mac [6]byte, ok bool, err error, now t
 		return time.Time{}
 	}
 	if e.state == neighResolved {
-		r.sendParked(slots)
+		r.sendParked(slots, mac)
 	} else {
 		r.dropped.Add(uint64(len(slots)))
 	}
@@ -317,12 +320,16 @@ func (r *resolver) settle(dst netip.Addr, mac [6]byte, ok bool, err error, now t
 	return time.Time{}
 }
 
-// sendParked sends parked packets, in the order they were parked. The
-// send lock is held.
-func (r *resolver) sendParked(slots []int) {
-	batch := make([]backend.Datagram, 0, len(slots))
+// sendParked sends parked packets to mac, in the order they were parked,
+// each with the headers it was sealed for. The send lock is held.
+func (r *resolver) sendParked(slots []int, mac [6]byte) {
+	batch := make([]backend.Outgoing, 0, len(slots))
+	hdrs := make([]header, 0, len(slots))
 	for _, i := range slots {
 		batch = append(batch, r.slots[i].d)
+		h := r.slots[i].hdr
+		h.dstMAC = mac
+		hdrs = append(hdrs, h)
 	}
-	_ = r.b.sendLocked(batch) // errors: the packets are lost, as any the network drops
+	_ = r.b.sendLocked(batch, hdrs) // errors: the packets are lost, as any the network drops
 }

@@ -36,7 +36,7 @@ func TestRingHostileBlocks(t *testing.T) {
 	putBlock(ring.Block(2), []ringRec{good(4), {frame: frame(5, "lies"), lie: put32(tp3SnaplenOff, 1<<16)}, good(6)})
 	ring.HandOver(2)
 
-	pkts := make([]backend.Datagram, 16)
+	pkts := make([]backend.Incoming, 16)
 	n, err := b.TryReceive(pkts)
 	require.NoError(t, err)
 	var ids []uint16
@@ -80,7 +80,7 @@ func TestRingPartialBlock(t *testing.T) {
 	require.NoError(t, err)
 	ring.Put(0, [][]byte{Frame(local, peer, 1, 1, pkt), Frame(local, peer, 1, 2, pkt), Frame(local, peer, 1, 3, pkt)})
 
-	pkts := make([]backend.Datagram, 2)
+	pkts := make([]backend.Incoming, 2)
 	n, err := b.TryReceive(pkts)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)

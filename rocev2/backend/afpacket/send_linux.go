@@ -20,8 +20,8 @@ var (
 
 // Send builds each datagram's Ethernet, IP and UDP headers, seals its ICRC
 // over them in place, records the IPv4 ID and UDP source port it leaves
-// with, and hands the frames to the kernel in order, BatchSize per
-// sendmmsg, each a header and the caller's packet (nothing is copied).
+// with in its Wire, and hands the frames to the kernel in order, BatchSize
+// per sendmmsg, each a header and the caller's packet (nothing is copied).
 //
 // The headers follow each datagram's Sender as rxe follows a QP's: the
 // source port and IPv6 flow label from the QP's number and address vector
@@ -30,27 +30,30 @@ var (
 // IPv4 has DF and an ID from one sequence for the device; the UDP checksum
 // is 0.
 //
-// A datagram whose destination's MAC is not known yet waits (a copy) until
-// the kernel has resolved it, and is sent then; its IPv4ID is not known
-// when Send returns (its SrcPort is). A datagram that cannot be
+// A datagram whose destination's MAC is not known yet is sealed all the
+// same (the ICRC does not cover the Ethernet header) and waits, a copy
+// with the headers it was sealed for, until the kernel has resolved the
+// MAC; it is sent then, exactly as Wire says. A datagram that cannot be
 // sent (bad destination, too long, an unreachable peer) is dropped, like a
 // NIC would, and the others still go; Send then returns the first such
 // error.
-func (b *Backend) Send(pkts []backend.Datagram) error {
+func (b *Backend) Send(pkts []backend.Outgoing) error {
 	if b.closed.Load() {
 		return errClosed
 	}
 	b.tx.Lock()
 	defer b.tx.Unlock()
-	return b.sendLocked(pkts)
+	return b.sendLocked(pkts, nil)
 }
 
-// sendLocked is Send with the send lock held.
-func (b *Backend) sendLocked(pkts []backend.Datagram) error {
+// sendLocked is Send with the send lock held. preset, when not nil, holds
+// the headers pkts were sealed for when they were parked (their MACs now
+// resolved): they leave with those.
+func (b *Backend) sendLocked(pkts []backend.Outgoing, preset []header) error {
 	var first error
 	now := time.Now()
 	for len(pkts) > 0 {
-		n, err := b.sendChunk(pkts, now)
+		n, err := b.sendChunk(pkts, preset, now)
 		if err != nil {
 			if errors.Is(err, errClosed) {
 				return err
@@ -60,13 +63,16 @@ func (b *Backend) sendLocked(pkts []backend.Datagram) error {
 			}
 		}
 		pkts = pkts[n:]
+		if preset != nil {
+			preset = preset[n:]
+		}
 	}
 	return first
 }
 
 // sendChunk builds and sends up to BatchSize frames from the start of pkts
 // and returns how many datagrams it is done with.
-func (b *Backend) sendChunk(pkts []backend.Datagram, now time.Time) (int, error) {
+func (b *Backend) sendChunk(pkts []backend.Outgoing, preset []header, now time.Time) (int, error) {
 	var first error
 	fail := func(err error) {
 		if first == nil {
@@ -80,7 +86,15 @@ func (b *Backend) sendChunk(pkts []backend.Datagram, now time.Time) (int, error)
 	msgs, i := 0, 0
 	for ; i < len(pkts) && msgs < b.batch; i++ {
 		d := &pkts[i]
-		dst, ok := b.dest(d.Addr)
+		hdr := b.tx.headers[msgs*txHeaderLen : (msgs+1)*txHeaderLen] // the virtio_net_hdr stays zero
+		if preset != nil {
+			h := preset[i]
+			hn := h.put(hdr[vnetHdrLen:], len(d.Buf))
+			b.queue(msgs, i, hdr[:vnetHdrLen+hn], d.Buf)
+			msgs++
+			continue
+		}
+		dst, ok := b.dest(d.Dst)
 		switch {
 		case !ok:
 			fail(errDest)
@@ -92,27 +106,21 @@ func (b *Backend) sendChunk(pkts []backend.Datagram, now time.Time) (int, error)
 			fail(errTooLong)
 			continue
 		}
-		d.SrcPort, _ = rocev2.SourcePort(d.Sender.QPN, d.Sender.FlowLabel, d.Buf)
-		mac, ok, err := b.neighbourOf(dst.Addr(), d, now)
+		// Sealed now, whether it leaves now or once its neighbour is
+		// resolved: the caller's Buf is final when Send returns (a capture
+		// tap records it then).
+		h := b.header(d, dst)
+		hn := h.put(hdr[vnetHdrLen:], len(d.Buf))
+		seal(hdr[vnetHdrLen:vnetHdrLen+hn], d.Buf)
+		mac, ok, err := b.neighbourOf(dst.Addr(), d, &h, now)
 		if !ok {
 			if err != nil {
 				fail(err)
 			}
-			continue // parked: the resolver sends it
+			continue // parked, with h: the resolver sends it
 		}
-		hdr := b.tx.headers[msgs*txHeaderLen : (msgs+1)*txHeaderLen] // the virtio_net_hdr stays zero
-		hn := b.putHeader(hdr[vnetHdrLen:], d, dst, mac)
-		seal(hdr[vnetHdrLen:vnetHdrLen+hn], d.Buf)
-
-		iov := b.tx.iovs[2*msgs : 2*msgs+2]
-		iov[0].Base = &hdr[0]
-		iov[0].SetLen(vnetHdrLen + hn)
-		iov[1].Base = &d.Buf[0]
-		iov[1].SetLen(len(d.Buf))
-		h := &b.tx.hdrs[msgs].Hdr
-		h.Iov = &iov[0]
-		h.SetIovlen(2)
-		b.tx.index[msgs] = i
+		copy(hdr[vnetHdrLen:vnetHdrLen+6], mac[:]) // the destination MAC, first in the frame
+		b.queue(msgs, i, hdr[:vnetHdrLen+hn], d.Buf)
 		msgs++
 	}
 
@@ -128,34 +136,49 @@ func (b *Backend) sendChunk(pkts []backend.Datagram, now time.Time) (int, error)
 			clear(b.tx.iovs[:2*msgs])
 			return i, errClosed
 		}
-		fail(fmt.Errorf("afpacket: send to %v on %s: %w", pkts[b.tx.index[sent]].Addr, b.link.name, err))
+		fail(fmt.Errorf("afpacket: send to %v on %s: %w", pkts[b.tx.index[sent]].Dst, b.link.name, err))
 		sent++ // drop the frame, send the rest
 	}
 	clear(b.tx.iovs[:2*msgs]) // do not keep the caller's buffers alive
 	return i, first
 }
 
-// neighbourOf returns the MAC to send to dst with; a burst to one
-// destination asks the resolver once.
-func (b *Backend) neighbourOf(dst netip.Addr, d *backend.Datagram, now time.Time) ([6]byte, bool, error) {
+// queue puts message msgs of the batch together: the frame's headers and
+// the caller's packet i.
+func (b *Backend) queue(msgs, i int, hdr, pkt []byte) {
+	iov := b.tx.iovs[2*msgs : 2*msgs+2]
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	iov[1].Base = &pkt[0]
+	iov[1].SetLen(len(pkt))
+	m := &b.tx.hdrs[msgs].Hdr
+	m.Iov = &iov[0]
+	m.SetIovlen(2)
+	b.tx.index[msgs] = i
+}
+
+// neighbourOf returns the MAC to send to dst with, or parks d, sealed for
+// h, until the kernel knows it; a burst to one destination asks the
+// resolver once.
+func (b *Backend) neighbourOf(dst netip.Addr, d *backend.Outgoing, h *header, now time.Time) ([6]byte, bool, error) {
 	gen := b.neigh.gen.Load()
 	if dst == b.tx.lastDst && gen == b.tx.lastGen {
 		return b.tx.lastMAC, true, nil
 	}
-	mac, ok, err := b.neigh.lookup(dst, d, now)
+	mac, ok, err := b.neigh.lookup(dst, d, h, now)
 	if ok {
 		b.tx.lastDst, b.tx.lastMAC, b.tx.lastGen = dst, mac, gen
 	}
 	return mac, ok, err
 }
 
-// putHeader writes d's headers into hdr and records the ID and source port
-// in d.
-func (b *Backend) putHeader(hdr []byte, d *backend.Datagram, dst netip.AddrPort, mac [6]byte) int {
+// header returns d's headers but the destination MAC, taking the next
+// IPv4 ID, and records the ID and source port in d.Wire.
+func (b *Backend) header(d *backend.Outgoing, dst netip.AddrPort) header {
 	sport, label := rocev2.SourcePort(d.Sender.QPN, d.Sender.FlowLabel, d.Buf)
 	h := header{
-		srcMAC: b.link.mac, dstMAC: mac,
-		src: b.local.Addr().WithZone(""), dst: dst.Addr().WithZone(""),
+		srcMAC: b.link.mac,
+		src:    b.local.Addr().WithZone(""), dst: dst.Addr().WithZone(""),
 		srcPort: sport, dstPort: dst.Port(),
 		hopLimit: b.hopLimit, tclass: d.Sender.TrafficClass, flowLabel: label,
 	}
@@ -163,8 +186,8 @@ func (b *Backend) putHeader(hdr []byte, d *backend.Datagram, dst netip.AddrPort,
 		h.ipv4ID = b.tx.ipID
 		b.tx.ipID++
 	}
-	d.IPv4ID, d.SrcPort = h.ipv4ID, sport
-	return h.put(hdr, len(d.Buf))
+	d.Wire = backend.Wire{IPv4ID: h.ipv4ID, SrcPort: sport}
+	return h
 }
 
 // dest normalizes a destination for the device's family.

@@ -51,15 +51,15 @@ func benchReceive(b *testing.B, mode afpacket.ReceiveMode) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pkts := make([]backend.Datagram, batch) // each its own buffer: Send seals each ICRC for its own IPv4 ID
+	pkts := make([]backend.Outgoing, batch) // each its own buffer: Send seals each ICRC for its own IPv4 ID
 	for i := range pkts {
-		pkts[i] = backend.Datagram{Buf: append([]byte(nil), pkt...), Addr: rx.LocalAddr(), Sender: backend.Sender{QPN: 0x11}}
+		pkts[i] = backend.Outgoing{Buf: append([]byte(nil), pkt...), Dst: rx.LocalAddr(), Sender: backend.Sender{QPN: 0x11}}
 	}
 	// The first frame waits for the neighbour; after it, none does.
 	if err := tx.Send(pkts[:1]); err != nil {
 		b.Fatal(err)
 	}
-	got := make([]backend.Datagram, batch)
+	got := make([]backend.Incoming, batch)
 	if _, err := rx.Receive(got); err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // Run runs every shared check on b, which it closes. pkts is a batch b
 // could send while open.
-func Run(t *testing.T, b backend.Backend, pkts []backend.Datagram) {
+func Run(t *testing.T, b backend.Backend, pkts []backend.Outgoing) {
 	t.Helper()
 	t.Run("basics", func(t *testing.T) { Basics(t, b) })
 	t.Run("close unblocks receive", func(t *testing.T) { CloseUnblocksReceive(t, b, pkts) })
@@ -35,11 +35,11 @@ func Basics(t *testing.T, b backend.Backend) {
 // while open. It closes b only once the receiving goroutine is parked in
 // Receive, so the check is about waking a blocked receiver, not about a
 // Receive that starts after Close.
-func CloseUnblocksReceive(t *testing.T, b backend.Backend, pkts []backend.Datagram) {
+func CloseUnblocksReceive(t *testing.T, b backend.Backend, pkts []backend.Outgoing) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.Receive(make([]backend.Datagram, 4))
+		_, err := b.Receive(make([]backend.Incoming, 4))
 		done <- err
 	}()
 	require.True(t, waitParked("backendtest.CloseUnblocksReceive.func1", 30*time.Second), "Receive never blocked")
@@ -50,7 +50,7 @@ func CloseUnblocksReceive(t *testing.T, b backend.Backend, pkts []backend.Datagr
 	case <-time.After(30 * time.Second): // hang guard only
 		t.Fatal("Receive did not return after Close")
 	}
-	_, err := b.Receive(make([]backend.Datagram, 1))
+	_, err := b.Receive(make([]backend.Incoming, 1))
 	assert.ErrorIs(t, err, backend.ErrBackendClosed)
 	assert.ErrorIs(t, b.Send(pkts), backend.ErrBackendClosed)
 	assert.NoError(t, b.Close(), "second Close")

@@ -28,7 +28,7 @@ type Backend struct {
 	reorderQ []held
 	delayQ   []held // FIFO: every packet waits the same Delay
 	pool     [][]byte
-	out      []backend.Datagram // the batch being handed to inner
+	out      []backend.Outgoing // the batch being handed to inner
 	outMeta  []outMeta
 
 	rx *rand.Rand // used by one receiver at a time (Receive, or TryReceive under the device's receive lock)
@@ -45,7 +45,7 @@ type Backend struct {
 
 // held is a packet held back; its Buf belongs to the wrapper.
 type held struct {
-	d     backend.Datagram
+	d     backend.Outgoing
 	after int       // reorder: forwarded packets still to wait for
 	at    time.Time // delay: when to send; reorder: when to send at the latest
 }
@@ -93,15 +93,18 @@ func (b *Backend) Stats() Stats {
 // Send applies the send-side faults to pkts and hands what is left, with
 // the reordered packets whose turn has come, to the inner backend in one
 // call. Packets that go out on time are passed as they are, so the inner
-// backend seals them in the caller's buffers and sets their IPv4ID; held,
-// duplicated and mangled packets travel in the wrapper's own copies.
-func (b *Backend) Send(pkts []backend.Datagram) error {
+// backend seals them in the caller's buffers and sets their Wire; held,
+// duplicated and mangled packets travel in the wrapper's own copies, and
+// the caller's packets that did not leave as they are (held, mangled or
+// lost) come back marked Wire.Unsealed.
+func (b *Backend) Send(pkts []backend.Outgoing) error {
 	if b.closed.Load() {
 		return errClosed
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range pkts {
+		pkts[i].Wire = backend.Wire{Unsealed: true} // until the inner backend seals it
 		b.stats.sent.Add(1)
 		f := decide(b.tx, &b.cfg)
 		if f.lose {
@@ -140,7 +143,7 @@ func (b *Backend) Send(pkts []backend.Datagram) error {
 }
 
 // route holds a packet or adds it to the out batch.
-func (b *Backend) route(d backend.Datagram, owned bool, origin int, f *faults) {
+func (b *Backend) route(d backend.Outgoing, owned bool, origin int, f *faults) {
 	room := len(b.reorderQ)+len(b.delayQ) < b.cfg.MaxHold
 	if (f.delay || f.reorder) && !room {
 		b.stats.holdFull.Add(1)
@@ -188,14 +191,14 @@ func (b *Backend) route(d backend.Datagram, owned bool, origin int, f *faults) {
 	}
 }
 
-func (b *Backend) emit(d backend.Datagram, owned bool, origin int) {
+func (b *Backend) emit(d backend.Outgoing, owned bool, origin int) {
 	b.out = append(b.out, d)
 	b.outMeta = append(b.outMeta, outMeta{origin: origin, owned: owned})
 }
 
-// sendOut hands the out batch to the inner backend, reports the IPv4 IDs of
-// the caller's packets back into pkts and recycles the copies.
-func (b *Backend) sendOut(pkts []backend.Datagram) error {
+// sendOut hands the out batch to the inner backend, reports the headers the
+// caller's packets left in back into pkts and recycles the copies.
+func (b *Backend) sendOut(pkts []backend.Outgoing) error {
 	if len(b.out) == 0 {
 		return nil
 	}
@@ -203,7 +206,7 @@ func (b *Backend) sendOut(pkts []backend.Datagram) error {
 	b.stats.forwarded.Add(uint64(len(b.out)))
 	for j, m := range b.outMeta {
 		if m.origin >= 0 {
-			pkts[m.origin].IPv4ID = b.out[j].IPv4ID
+			pkts[m.origin].Wire = b.out[j].Wire
 		}
 		if m.owned {
 			b.pool = append(b.pool, b.out[j].Buf)
@@ -247,14 +250,14 @@ func (b *Backend) Flush() error {
 
 // Receive receives from the inner backend and corrupts some packets (see
 // the package comment).
-func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
 	n, err := b.inner.Receive(pkts)
 	b.corrupt(pkts[:n])
 	return n, err
 }
 
 // corrupt flips a bit in some of pkts. Its caller is the one receiver.
-func (b *Backend) corrupt(pkts []backend.Datagram) {
+func (b *Backend) corrupt(pkts []backend.Incoming) {
 	for i := range pkts {
 		d := &pkts[i]
 		corrupt, bit := corruption(b.rx, &b.cfg)

@@ -17,7 +17,7 @@ func (b *Backend) delayLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var batch []backend.Datagram
+	var batch []backend.Outgoing
 	for {
 		b.mu.Lock()
 		now := time.Now()

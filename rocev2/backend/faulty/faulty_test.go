@@ -31,16 +31,16 @@ func pair(tb testing.TB, cfg Config) (tx, rx *Backend, n *memlink.Network) {
 }
 
 // numbered builds count packets to dst carrying their number in the payload.
-func numbered(tb testing.TB, dst netip.AddrPort, count int) []backend.Datagram {
+func numbered(tb testing.TB, dst netip.AddrPort, count int) []backend.Outgoing {
 	tb.Helper()
-	out := make([]backend.Datagram, count)
+	out := make([]backend.Outgoing, count)
 	for i := range out {
 		var payload [32]byte
 		binary.BigEndian.PutUint32(payload[:], uint32(i))
 		f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11, PSN: rocev2.PSN(i)}
 		buf, err := f.Append(nil, payload[:])
 		require.NoError(tb, err)
-		out[i] = backend.Datagram{Buf: buf, Addr: dst}
+		out[i] = backend.Outgoing{Buf: buf, Dst: dst}
 	}
 	return out
 }
@@ -52,7 +52,7 @@ type arrival struct {
 }
 
 // sendAll sends pkts in batches of 16 and flushes the holds.
-func sendAll(tb testing.TB, tx *Backend, pkts []backend.Datagram) {
+func sendAll(tb testing.TB, tx *Backend, pkts []backend.Outgoing) {
 	tb.Helper()
 	for i := 0; i < len(pkts); i += 16 {
 		require.NoError(tb, tx.Send(pkts[i:min(i+16, len(pkts))]))
@@ -70,7 +70,7 @@ func receiveN(tb testing.TB, rx *Backend, n int) []arrival {
 	})
 	defer watchdog.Stop()
 	out := make([]arrival, 0, n)
-	batch := make([]backend.Datagram, 64)
+	batch := make([]backend.Incoming, 64)
 	for len(out) < n {
 		k, err := rx.Receive(batch[:min(len(batch), n-len(out))])
 		require.False(tb, timedOut.Load(), "timed out with %d of %d packets", len(out), n)
@@ -235,7 +235,7 @@ func TestCloseStopsGoroutine(t *testing.T) {
 	}
 	assert.ErrorIs(t, tx.Send(numbered(t, b.LocalAddr(), 1)), backend.ErrBackendClosed)
 	assert.ErrorIs(t, tx.Flush(), backend.ErrBackendClosed)
-	_, err = tx.Receive(make([]backend.Datagram, 1))
+	_, err = tx.Receive(make([]backend.Incoming, 1))
 	assert.ErrorIs(t, err, backend.ErrBackendClosed, "the inner backend is closed")
 	assert.NoError(t, tx.Close())
 	assert.Zero(t, n.Stats().Sent, "held packets are dropped on Close")
@@ -246,14 +246,14 @@ func TestCloseStopsGoroutine(t *testing.T) {
 
 func TestCallerBuffersAndIDs(t *testing.T) {
 	// Packets that go on time are the caller's: sealed in place by the
-	// inner backend, with their IPv4ID reported back. Mangled ones are
-	// copies: the caller's bytes stay as they were.
+	// inner backend, with their Wire reported back. Mangled ones are
+	// copies: the caller's bytes stay as they were, marked unsealed.
 	tx, rx, _ := pair(t, Config{Seed: 11, Mangle: 0.5, Duplicate: 0.5})
 	pkts := numbered(t, rx.LocalAddr(), 64)
 	orig := make([][]byte, len(pkts))
 	for i, p := range pkts {
 		orig[i] = append([]byte(nil), p.Buf...)
-		pkts[i].IPv4ID = 0xdead
+		pkts[i].Wire.IPv4ID = 0xdead
 	}
 	require.NoError(t, tx.Send(pkts))
 	fl := rocev2.NewFlow(tx.LocalAddr(), rx.LocalAddr())
@@ -261,10 +261,10 @@ func TestCallerBuffersAndIDs(t *testing.T) {
 	for i, p := range pkts {
 		assert.Equal(t, orig[i][:len(orig[i])-rocev2.ICRCLen], p.Buf[:len(p.Buf)-rocev2.ICRCLen], "packet %d", i)
 		if fl.VerifyICRC(p.Buf) {
-			assert.Zero(t, p.IPv4ID, "packet %d", i)
+			assert.Equal(t, backend.Wire{}, p.Wire, "packet %d: sealed for ID 0", i)
 		} else {
 			mangled++ // sent as a copy: the caller's buffer was not sealed
-			assert.Equal(t, uint16(0xdead), p.IPv4ID)
+			assert.Equal(t, backend.Wire{Unsealed: true}, p.Wire, "packet %d", i)
 		}
 	}
 	assert.Equal(t, int(tx.Stats().Mangled), mangled)
@@ -287,7 +287,7 @@ func TestPollingCorruptsLikeReceive(t *testing.T) {
 		p, ok := rx.Backend().(backend.Poller)
 		require.True(t, ok, "a wrapped memlink backend polls")
 		var out []arrival
-		batch := make([]backend.Datagram, 64)
+		batch := make([]backend.Incoming, 64)
 		for len(out) < 200 {
 			require.NoError(t, p.WaitReadable())
 			k, err := p.TryReceive(batch)

@@ -56,7 +56,7 @@ func newBackend(n *Network, local netip.AddrPort) *Backend {
 // Send seals and delivers each packet in order; see the package comment for
 // what is dropped. It fails only for a datagram too short to hold an ICRC
 // (the others still go) or after Close.
-func (b *Backend) Send(pkts []backend.Datagram) error {
+func (b *Backend) Send(pkts []backend.Outgoing) error {
 	if b.closed.Load() {
 		return errClosed
 	}
@@ -70,11 +70,11 @@ func (b *Backend) Send(pkts []backend.Datagram) error {
 			continue
 		}
 		// A batch usually goes to one peer: look it up once.
-		if a := netip.AddrPortFrom(d.Addr.Addr().Unmap(), d.Addr.Port()); a != dst || to == nil {
+		if a := netip.AddrPortFrom(d.Dst.Addr().Unmap(), d.Dst.Port()); a != dst || to == nil {
 			dst, to = a, b.net.lookup(a)
 		}
 		fl := rocev2.NewFlow(b.local, dst)
-		d.IPv4ID = 0
+		d.Wire = backend.Wire{}
 		b.net.sent.Add(1)
 		switch {
 		case to == nil || dst.Addr().Is4() != b.local.Addr().Is4():
@@ -132,7 +132,7 @@ func (b *Backend) deliver(pkt []byte, src netip.AddrPort) outcome {
 // FIFO order into pkts and checks their ICRCs. The Bufs stay valid until the
 // next call. After Close it returns an error wrapping
 // backend.ErrBackendClosed.
-func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
 	return b.receive(pkts, true)
 }
 
@@ -155,11 +155,11 @@ func (b *Backend) WaitReadable() error {
 
 // TryReceive is Receive without waiting: it returns 0 when nothing is
 // queued.
-func (b *Backend) TryReceive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	return b.receive(pkts, false)
 }
 
-func (b *Backend) receive(pkts []backend.Datagram, wait bool) (int, error) {
+func (b *Backend) receive(pkts []backend.Incoming, wait bool) (int, error) {
 	b.mu.Lock()
 	// The caller is done with the previous batch.
 	b.free = append(b.free, b.lent...)
@@ -179,7 +179,7 @@ func (b *Backend) receive(pkts []backend.Datagram, wait bool) (int, error) {
 	n := min(len(pkts), b.n)
 	for i := range n {
 		q := &b.queue[b.head]
-		pkts[i] = backend.Datagram{Buf: q.buf, Addr: q.src}
+		pkts[i] = backend.Incoming{Buf: q.buf, Src: q.src}
 		b.lent = append(b.lent, q.buf)
 		*q = queued{}
 		b.head = (b.head + 1) % len(b.queue)
@@ -189,7 +189,7 @@ func (b *Backend) receive(pkts []backend.Datagram, wait bool) (int, error) {
 
 	for i := range pkts[:n] {
 		d := &pkts[i]
-		fl := rocev2.NewFlow(d.Addr, b.local)
+		fl := rocev2.NewFlow(d.Src, b.local)
 		d.TTL = fl.TTL // every memlink packet travels as NewFlow sends it
 		if fl.VerifyICRC(d.Buf) {
 			d.ICRC = backend.ICRCOK

@@ -25,9 +25,9 @@ func attach(tb testing.TB, n *Network, addr string) *Backend {
 
 // packets builds RC SEND Only packets to dst with the given payload sizes,
 // PSN = index, payload bytes = index.
-func packets(tb testing.TB, dst netip.AddrPort, sizes ...int) []backend.Datagram {
+func packets(tb testing.TB, dst netip.AddrPort, sizes ...int) []backend.Outgoing {
 	tb.Helper()
-	out := make([]backend.Datagram, len(sizes))
+	out := make([]backend.Outgoing, len(sizes))
 	for i, n := range sizes {
 		payload := make([]byte, n)
 		for j := range payload {
@@ -36,14 +36,14 @@ func packets(tb testing.TB, dst netip.AddrPort, sizes ...int) []backend.Datagram
 		f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11, PSN: rocev2.PSN(i)}
 		buf, err := f.Append(nil, payload)
 		require.NoError(tb, err)
-		out[i] = backend.Datagram{Buf: buf, Addr: dst}
+		out[i] = backend.Outgoing{Buf: buf, Dst: dst}
 	}
 	return out
 }
 
 // receiveN receives n packets, copying them; a watchdog closes b (waking
 // Receive) and fails the test if they do not all arrive in time.
-func receiveN(tb testing.TB, b *Backend, n int) []backend.Datagram {
+func receiveN(tb testing.TB, b *Backend, n int) []backend.Incoming {
 	tb.Helper()
 	var timedOut atomic.Bool
 	watchdog := time.AfterFunc(5*time.Second, func() {
@@ -51,8 +51,8 @@ func receiveN(tb testing.TB, b *Backend, n int) []backend.Datagram {
 		b.Close()
 	})
 	defer watchdog.Stop()
-	out := make([]backend.Datagram, 0, n)
-	batch := make([]backend.Datagram, b.BatchSize())
+	out := make([]backend.Incoming, 0, n)
+	batch := make([]backend.Incoming, b.BatchSize())
 	for len(out) < n {
 		k, err := b.Receive(batch)
 		require.False(tb, timedOut.Load(), "timed out with %d of %d packets", len(out), n)
@@ -81,7 +81,7 @@ func TestExchange(t *testing.T) {
 			for i, d := range got {
 				assert.Equal(t, sent[i].Buf, d.Buf, "packet %d", i)
 				assert.Equal(t, backend.ICRCOK, d.ICRC, "packet %d", i)
-				assert.Equal(t, a.LocalAddr(), d.Addr)
+				assert.Equal(t, a.LocalAddr(), d.Src)
 				assert.Zero(t, d.IPv4ID)
 				fl := rocev2.NewFlow(a.LocalAddr(), b.LocalAddr())
 				assert.True(t, fl.VerifyICRC(sent[i].Buf), "Send sealed the caller's buffer")
@@ -99,8 +99,8 @@ func TestDrops(t *testing.T) {
 	assert.Equal(t, 1500, a.LinkMTU())
 
 	pkts := packets(t, b.LocalAddr(), 1, 2, 3, 1500, 4, 5, 6)
-	pkts[1].Addr = netip.MustParseAddrPort("198.18.0.9:4791") // nobody there
-	pkts[2].Addr = v6.LocalAddr()                             // other family
+	pkts[1].Dst = netip.MustParseAddrPort("198.18.0.9:4791") // nobody there
+	pkts[2].Dst = v6.LocalAddr()                             // other family
 	require.NoError(t, a.Send(pkts))
 	// Packet 3 (1500 bytes of payload) does not fit an MTU of 1500; 0, 4, 5
 	// and 6 fill the queue of 4.
@@ -112,7 +112,7 @@ func TestDrops(t *testing.T) {
 	for i, want := range []int{0, 4, 5, 6} {
 		assert.Equal(t, pkts[want].Buf, got[i].Buf, "FIFO order")
 	}
-	err := a.Send([]backend.Datagram{{Buf: []byte{1, 2}, Addr: b.LocalAddr()}})
+	err := a.Send([]backend.Outgoing{{Buf: []byte{1, 2}, Dst: b.LocalAddr()}})
 	assert.ErrorIs(t, err, errShort)
 }
 
@@ -122,11 +122,11 @@ func TestBuffersStayValidUntilNextReceive(t *testing.T) {
 	b := attach(t, n, "198.18.0.2:4791")
 	first := packets(t, b.LocalAddr(), 100, 100, 100)
 	require.NoError(t, a.Send(first))
-	rx := make([]backend.Datagram, 8)
+	rx := make([]backend.Incoming, 8)
 	k, err := b.Receive(rx)
 	require.NoError(t, err)
 	require.Equal(t, 3, k)
-	held := append([]backend.Datagram(nil), rx[:k]...)
+	held := append([]backend.Incoming(nil), rx[:k]...)
 
 	// More packets arrive while the caller still holds the first batch.
 	second := packets(t, b.LocalAddr(), 200, 200, 200)
@@ -218,8 +218,8 @@ func TestConcurrentSenders(t *testing.T) {
 	for _, d := range receiveN(t, rx, senders*each) {
 		require.Equal(t, backend.ICRCOK, d.ICRC)
 		seq := int(d.Buf[rocev2.BTHLen]) | int(d.Buf[rocev2.BTHLen+1])<<8
-		assert.Equal(t, next[d.Addr], seq, "FIFO per sender")
-		next[d.Addr] = seq + 1
+		assert.Equal(t, next[d.Src], seq, "FIFO per sender")
+		next[d.Src] = seq + 1
 	}
 	assert.Len(t, next, senders)
 }
@@ -247,7 +247,7 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 		sizes[i] = 1024
 	}
 	pkts := packets(t, b.LocalAddr(), sizes...)
-	rx := make([]backend.Datagram, 64)
+	rx := make([]backend.Incoming, 64)
 	bad := 0
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = a.Send(pkts)
@@ -274,7 +274,7 @@ func BenchmarkSendReceive(b *testing.B) {
 		sizes[i] = 1024
 	}
 	pkts := packets(b, rx.LocalAddr(), sizes...)
-	out := make([]backend.Datagram, 64)
+	out := make([]backend.Incoming, 64)
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {

@@ -36,7 +36,7 @@ func loopbackPair(tb testing.TB, gso, gro bool, timeout time.Duration) (a, b *Ba
 }
 
 // roundTrip sends pkts from a and receives as many at b.
-func roundTrip(a, b *Backend, pkts, rx []backend.Datagram) (bad int, err error) {
+func roundTrip(a, b *Backend, pkts []backend.Outgoing, rx []backend.Incoming) (bad int, err error) {
 	if err := a.Send(pkts); err != nil {
 		return 0, err
 	}
@@ -73,7 +73,7 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 				sizes[i] = 1024
 			}
 			pkts := packets(t, rand.New(rand.NewPCG(15, 16)), b.LocalAddr(), sizes)
-			rx := make([]backend.Datagram, b.BatchSize())
+			rx := make([]backend.Incoming, b.BatchSize())
 			var bad int
 			var err error
 			allocs := testing.AllocsPerRun(50, func() {

@@ -32,7 +32,7 @@ func BenchmarkLoopback(b *testing.B) {
 					sizes[i] = size
 				}
 				pkts := packets(b, rand.New(rand.NewPCG(17, 18)), rx.LocalAddr(), sizes)
-				out := make([]backend.Datagram, rx.BatchSize())
+				out := make([]backend.Incoming, rx.BatchSize())
 				b.SetBytes(int64(len(pkts) * len(pkts[0].Buf)))
 				b.ReportAllocs()
 				start := time.Now()

@@ -35,7 +35,7 @@ const (
 // maxSegs bounds the count (segments per send, free iovecs) and maxSeg the
 // size of a segment: a segment larger than the path MTU would make the
 // kernel refuse the whole send with EINVAL rather than fragment it.
-func gsoRun(pkts []backend.Datagram, dst netip.AddrPort, maxSegs, maxSeg int) int {
+func gsoRun(pkts []backend.Outgoing, dst netip.AddrPort, maxSegs, maxSeg int) int {
 	size := len(pkts[0].Buf)
 	if size > maxSeg {
 		return 1
@@ -44,7 +44,7 @@ func gsoRun(pkts []backend.Datagram, dst netip.AddrPort, maxSegs, maxSeg int) in
 	for k < len(pkts) && k < maxSegs {
 		p := &pkts[k]
 		n := len(p.Buf)
-		if !sameDest(p.Addr, dst) || n > size || n < rocev2.ICRCLen || total+n > maxGSOBytes {
+		if !sameDest(p.Dst, dst) || n > size || n < rocev2.ICRCLen || total+n > maxGSOBytes {
 			break
 		}
 		total += n

@@ -11,26 +11,26 @@ import (
 func TestGSORun(t *testing.T) {
 	dst := netip.MustParseAddrPort("127.0.0.2:4791")
 	other := netip.MustParseAddrPort("127.0.0.3:4791")
-	dg := func(size int, to netip.AddrPort) backend.Datagram {
-		return backend.Datagram{Buf: make([]byte, size), Addr: to}
+	dg := func(size int, to netip.AddrPort) backend.Outgoing {
+		return backend.Outgoing{Buf: make([]byte, size), Dst: to}
 	}
 	tests := []struct {
 		name    string
-		pkts    []backend.Datagram
+		pkts    []backend.Outgoing
 		maxSegs int
 		want    int
 	}{
-		{"one", []backend.Datagram{dg(1000, dst)}, 64, 1},
-		{"data then ACK: plain", []backend.Datagram{dg(92, dst), dg(32, dst)}, 64, 1},
-		{"two equal: plain", []backend.Datagram{dg(1000, dst), dg(1000, dst)}, 64, 1},
-		{"three equal", []backend.Datagram{dg(1000, dst), dg(1000, dst), dg(1000, dst)}, 64, 3},
-		{"short last ends the run", []backend.Datagram{dg(1000, dst), dg(1000, dst), dg(10, dst), dg(10, dst)}, 64, 3},
-		{"longer one starts the next", []backend.Datagram{dg(1000, dst), dg(1000, dst), dg(1000, dst), dg(2000, dst)}, 64, 3},
-		{"other destination", []backend.Datagram{dg(1000, dst), dg(1000, dst), dg(1000, dst), dg(1000, other)}, 64, 3},
-		{"cut at maxSegs", []backend.Datagram{dg(100, dst), dg(100, dst), dg(100, dst), dg(100, dst)}, 3, 3},
-		{"cut below the minimum", []backend.Datagram{dg(100, dst), dg(100, dst), dg(100, dst)}, 2, 1},
-		{"larger than a segment", []backend.Datagram{dg(9000, dst), dg(9000, dst), dg(9000, dst)}, 64, 1},
-		{"byte limit", []backend.Datagram{dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst),
+		{"one", []backend.Outgoing{dg(1000, dst)}, 64, 1},
+		{"data then ACK: plain", []backend.Outgoing{dg(92, dst), dg(32, dst)}, 64, 1},
+		{"two equal: plain", []backend.Outgoing{dg(1000, dst), dg(1000, dst)}, 64, 1},
+		{"three equal", []backend.Outgoing{dg(1000, dst), dg(1000, dst), dg(1000, dst)}, 64, 3},
+		{"short last ends the run", []backend.Outgoing{dg(1000, dst), dg(1000, dst), dg(10, dst), dg(10, dst)}, 64, 3},
+		{"longer one starts the next", []backend.Outgoing{dg(1000, dst), dg(1000, dst), dg(1000, dst), dg(2000, dst)}, 64, 3},
+		{"other destination", []backend.Outgoing{dg(1000, dst), dg(1000, dst), dg(1000, dst), dg(1000, other)}, 64, 3},
+		{"cut at maxSegs", []backend.Outgoing{dg(100, dst), dg(100, dst), dg(100, dst), dg(100, dst)}, 3, 3},
+		{"cut below the minimum", []backend.Outgoing{dg(100, dst), dg(100, dst), dg(100, dst)}, 2, 1},
+		{"larger than a segment", []backend.Outgoing{dg(9000, dst), dg(9000, dst), dg(9000, dst)}, 64, 1},
+		{"byte limit", []backend.Outgoing{dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst),
 			dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst),
 			dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst), dg(4096, dst)}, 64, maxGSOBytes / 4096},
 	}

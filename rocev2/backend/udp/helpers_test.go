@@ -25,9 +25,9 @@ func open(tb testing.TB, cfg Config) *Backend {
 
 // packets builds one RC SEND Only packet per size (payload bytes) to dst,
 // PSN = index, with pseudo-random payloads.
-func packets(tb testing.TB, rng *rand.Rand, dst netip.AddrPort, sizes []int) []backend.Datagram {
+func packets(tb testing.TB, rng *rand.Rand, dst netip.AddrPort, sizes []int) []backend.Outgoing {
 	tb.Helper()
-	out := make([]backend.Datagram, len(sizes))
+	out := make([]backend.Outgoing, len(sizes))
 	for i, n := range sizes {
 		payload := make([]byte, n)
 		for j := range payload {
@@ -36,7 +36,7 @@ func packets(tb testing.TB, rng *rand.Rand, dst netip.AddrPort, sizes []int) []b
 		f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: 0xffff, DestQP: 0x11, PSN: rocev2.PSN(i)}
 		buf, err := f.Append(nil, payload)
 		require.NoError(tb, err)
-		out[i] = backend.Datagram{Buf: buf, Addr: dst}
+		out[i] = backend.Outgoing{Buf: buf, Dst: dst}
 	}
 	return out
 }
@@ -44,7 +44,7 @@ func packets(tb testing.TB, rng *rand.Rand, dst netip.AddrPort, sizes []int) []b
 // receiveN receives n packets from b, copying them out of its buffers. If
 // they have not all arrived within timeout, it closes b (which wakes
 // Receive) and fails the test.
-func receiveN(tb testing.TB, b *Backend, n int, timeout time.Duration) []backend.Datagram {
+func receiveN(tb testing.TB, b *Backend, n int, timeout time.Duration) []backend.Incoming {
 	tb.Helper()
 	return startReceiving(b, n, timeout)(tb)
 }
@@ -52,9 +52,9 @@ func receiveN(tb testing.TB, b *Backend, n int, timeout time.Duration) []backend
 // startReceiving receives n packets from b on a goroutine of its own, so
 // that a sender can outrun the socket buffer without losses; the function
 // it returns waits for them (or the timeout, when it closes b).
-func startReceiving(b *Backend, n int, timeout time.Duration) func(testing.TB) []backend.Datagram {
+func startReceiving(b *Backend, n int, timeout time.Duration) func(testing.TB) []backend.Incoming {
 	type result struct {
-		pkts     []backend.Datagram
+		pkts     []backend.Incoming
 		err      error
 		timedOut bool
 	}
@@ -65,8 +65,8 @@ func startReceiving(b *Backend, n int, timeout time.Duration) func(testing.TB) [
 	})
 	done := make(chan result, 1)
 	go func() {
-		out := make([]backend.Datagram, 0, n)
-		batch := make([]backend.Datagram, b.BatchSize())
+		out := make([]backend.Incoming, 0, n)
+		batch := make([]backend.Incoming, b.BatchSize())
 		for len(out) < n {
 			k, err := b.Receive(batch)
 			if err != nil {
@@ -80,7 +80,7 @@ func startReceiving(b *Backend, n int, timeout time.Duration) func(testing.TB) [
 		}
 		done <- result{pkts: out}
 	}()
-	return func(tb testing.TB) []backend.Datagram {
+	return func(tb testing.TB) []backend.Incoming {
 		tb.Helper()
 		r := <-done
 		watchdog.Stop()

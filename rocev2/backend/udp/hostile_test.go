@@ -33,7 +33,7 @@ type counting struct {
 	n atomic.Uint64
 }
 
-func (c *counting) Receive(p []backend.Datagram) (int, error) {
+func (c *counting) Receive(p []backend.Incoming) (int, error) {
 	n, err := c.Backend.Receive(p)
 	c.n.Add(uint64(n))
 	return n, err
@@ -53,7 +53,7 @@ func newRig(tb testing.TB) *rig {
 		tb.Fatal(err)
 	}
 	r := &rig{be: be, kernel: udp.UseFakeKernel(be), count: &counting{Backend: be}}
-	wrapped := backend.KeepPolling(r.count, be, func(p []backend.Datagram) { r.count.n.Add(uint64(len(p))) })
+	wrapped := backend.KeepPolling(r.count, be, func(p []backend.Incoming) { r.count.n.Add(uint64(len(p))) })
 	r.target = hostile.NewTarget(tb, wrapped, peer.Addr())
 	return r
 }

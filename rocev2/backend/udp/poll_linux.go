@@ -22,7 +22,7 @@ func (b *Backend) WaitReadable() error {
 // TryReceive is Receive without waiting: it hands out what is left of the
 // last read, or reads once without blocking, and returns 0 when nothing is
 // waiting.
-func (b *Backend) TryReceive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	if b.closed.Load() {
 		return 0, errClosed
 	}

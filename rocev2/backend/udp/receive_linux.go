@@ -18,7 +18,7 @@ import (
 //     the buffer, the GRO segment size comes from a control message that
 //     may be missing, truncated or nonsensical, and the sender's address
 //     may be of any family. A message that fails a check is handed out
-//     once, with Datagram.Drop saying why, for the device to count; it is
+//     once, with Incoming.Drop saying why, for the device to count; it is
 //     never split, parsed or verified.
 //  3. verdict checks each packet's ICRC against the flow it came in.
 
@@ -28,7 +28,7 @@ import (
 // Bufs point into the backend's receive buffers and stay valid until the
 // next call. Receive returns an error wrapping backend.ErrBackendClosed after
 // Close.
-func (b *Backend) Receive(pkts []backend.Datagram) (int, error) {
+func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
 	if len(pkts) == 0 {
 		return 0, nil
 	}
@@ -75,12 +75,12 @@ func (b *Backend) resetHeaders() {
 
 // drain hands out the packets of the messages read last, splitting GRO
 // super-datagrams, until pkts is full or the messages are used up.
-func (b *Backend) drain(pkts []backend.Datagram) int {
+func (b *Backend) drain(pkts []backend.Incoming) int {
 	n := 0
 	for n < len(pkts) && b.rx.next < b.rx.count {
 		msg := b.message(b.rx.next)
 		if msg.drop != 0 {
-			pkts[n] = backend.Datagram{Buf: msg.data, Addr: msg.src, Drop: msg.drop}
+			pkts[n] = backend.Incoming{Buf: msg.data, Src: msg.src, Drop: msg.drop}
 			n++
 			b.rx.next++
 			b.rx.off = 0
@@ -90,7 +90,7 @@ func (b *Backend) drain(pkts []backend.Datagram) int {
 			off := b.rx.off
 			end := min(off+msg.seg, len(msg.data))
 			d := &pkts[n]
-			*d = backend.Datagram{Buf: msg.data[off:end], Addr: msg.src, TTL: msg.ttl, TOS: msg.tos}
+			*d = backend.Incoming{Buf: msg.data[off:end], Src: msg.src, TTL: msg.ttl, TOS: msg.tos}
 			b.verdict(d, uint16(off/msg.seg))
 			n++
 			b.rx.off = end
@@ -110,9 +110,9 @@ func (b *Backend) drain(pkts []backend.Datagram) int {
 // send, with IPv4 ID i (a GSO send numbers its segments' IDs from the
 // first): that ID is checked first, one ICRC instead of the full recovery
 // of an unknown ID.
-func (b *Backend) verdict(d *backend.Datagram, likelyID uint16) {
+func (b *Backend) verdict(d *backend.Incoming, likelyID uint16) {
 	d.ICRC = backend.ICRCBad
-	fl := rocev2.NewFlow(d.Addr, b.local)
+	fl := rocev2.NewFlow(d.Src, b.local)
 	if b.ipv6 {
 		if fl.VerifyICRC(d.Buf) {
 			d.ICRC = backend.ICRCOK

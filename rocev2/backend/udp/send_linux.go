@@ -23,7 +23,7 @@ var (
 // A datagram that cannot be sent (bad destination, a size the path refuses)
 // is dropped, like a NIC would, and the others still go; Send then returns
 // the first such error.
-func (b *Backend) Send(pkts []backend.Datagram) error {
+func (b *Backend) Send(pkts []backend.Outgoing) error {
 	if b.closed.Load() {
 		return errClosed
 	}
@@ -49,14 +49,14 @@ func (b *Backend) Send(pkts []backend.Datagram) error {
 // of pkts and returns how many it is done with. If the kernel refuses GSO,
 // it turns GSO off and returns at the message that failed, whose datagrams
 // the next call plans again, sealed for ID 0.
-func (b *Backend) sendChunk(pkts []backend.Datagram) (int, error) {
+func (b *Backend) sendChunk(pkts []backend.Outgoing) (int, error) {
 	var first error
 	m := &b.tx.m
 	gso := b.gso.Load()
 	msgs, iovs, i := 0, 0, 0
 	for i < len(pkts) && iovs < b.batch {
 		d := &pkts[i]
-		dst, ok := b.dest(d.Addr)
+		dst, ok := b.dest(d.Dst)
 		if !ok || len(d.Buf) < rocev2.ICRCLen {
 			if first == nil {
 				first = errDest
@@ -115,7 +115,7 @@ func (b *Backend) sendChunk(pkts []backend.Datagram) (int, error) {
 			return b.tx.first[sent], first
 		}
 		if first == nil {
-			first = fmt.Errorf("udp: send to %v: %w", pkts[b.tx.first[sent]].Addr, err)
+			first = fmt.Errorf("udp: send to %v: %w", pkts[b.tx.first[sent]].Dst, err)
 		}
 		sent++ // drop the message, send the rest
 	}
@@ -125,14 +125,14 @@ func (b *Backend) sendChunk(pkts []backend.Datagram) (int, error) {
 
 // seal seals the ICRCs of one message's datagrams. A plain datagram leaves
 // with IPv4 ID 0; the kernel numbers the segments of a GSO message 0, 1, 2, …
-func (b *Backend) seal(pkts []backend.Datagram, dst netip.AddrPort, segmented bool) {
+func (b *Backend) seal(pkts []backend.Outgoing, dst netip.AddrPort, segmented bool) {
 	fl := rocev2.NewFlow(b.local, dst)
 	for k := range pkts {
 		if segmented && !b.ipv6 {
 			fl.IPv4ID = uint16(k)
 		}
 		fl.SealICRC(pkts[k].Buf)
-		pkts[k].IPv4ID = fl.IPv4ID
+		pkts[k].Wire = backend.Wire{IPv4ID: fl.IPv4ID}
 	}
 }
 

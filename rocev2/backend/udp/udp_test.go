@@ -82,13 +82,13 @@ func TestExchange(t *testing.T) {
 			for i, d := range got {
 				require.Equal(t, sent[i].Buf, d.Buf, "packet %d", i)
 				assert.Equal(t, backend.ICRCOK, d.ICRC, "packet %d", i)
-				assert.Equal(t, a.LocalAddr(), d.Addr)
+				assert.Equal(t, a.LocalAddr(), d.Src)
 				// From the control messages: the system's default TTL
 				// (hop limit), no TOS.
 				assert.Equal(t, ttl, d.TTL, "packet %d: TTL", i)
 				assert.Equal(t, uint8(0), d.TOS, "packet %d: TOS", i)
-				assert.Equal(t, sent[i].IPv4ID, d.IPv4ID, "packet %d", i)
-				if sent[i].IPv4ID != 0 {
+				assert.Equal(t, sent[i].Wire.IPv4ID, d.IPv4ID, "packet %d", i)
+				if sent[i].Wire.IPv4ID != 0 {
 					segmented++
 				}
 			}
@@ -107,11 +107,11 @@ func TestGSOIDs(t *testing.T) {
 	c := netip.MustParseAddrPort("127.0.0.3:4791")
 	sizes := []int{1024, 1024, 1024, 100, 1024, 1024, 2048, 2048, 64, 64}
 	pkts := packets(t, rand.New(rand.NewPCG(3, 4)), b.LocalAddr(), sizes)
-	pkts[5].Addr = c // another destination ends a run
+	pkts[5].Dst = c // another destination ends a run
 	require.NoError(t, a.Send(pkts))
 	ids := make([]uint16, len(pkts))
 	for i, p := range pkts {
-		ids[i] = p.IPv4ID
+		ids[i] = p.Wire.IPv4ID
 	}
 	// Runs: [1024 1024 1024 100] [1024] | [1024 to c] | [2048 2048 64]
 	// [64]: a shorter datagram ends a run, another destination or a longer
@@ -154,7 +154,7 @@ func TestCorruptPacketIsBad(t *testing.T) {
 	want := []backend.ICRCStatus{backend.ICRCOK, backend.ICRCBad, backend.ICRCOK, backend.ICRCBad, backend.ICRCBad}
 	for i, d := range got {
 		assert.Equal(t, want[i], d.ICRC, "packet %d", i)
-		assert.Equal(t, from, d.Addr)
+		assert.Equal(t, from, d.Src)
 	}
 }
 
@@ -177,8 +177,8 @@ func TestSendBadDatagrams(t *testing.T) {
 	a := open(t, Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	b := open(t, Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
 	pkts := packets(t, rand.New(rand.NewPCG(7, 8)), b.LocalAddr(), []int{32, 32, 32, 32})
-	pkts[1].Addr = netip.MustParseAddrPort("[::1]:4791") // wrong family
-	pkts[2].Buf = pkts[2].Buf[:2]                        // no ICRC
+	pkts[1].Dst = netip.MustParseAddrPort("[::1]:4791") // wrong family
+	pkts[2].Buf = pkts[2].Buf[:2]                       // no ICRC
 	err := a.Send(pkts)
 	assert.ErrorIs(t, err, errDest)
 	got := receiveN(t, b, 2, 5*time.Second)
@@ -230,7 +230,7 @@ func TestReceiveSmallSlices(t *testing.T) {
 	b := open(t, Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
 	pkts := packets(t, rand.New(rand.NewPCG(11, 12)), b.LocalAddr(), []int{700, 700, 700, 700, 300})
 	require.NoError(t, a.Send(pkts))
-	one := make([]backend.Datagram, 1)
+	one := make([]backend.Incoming, 1)
 	var got [][]byte
 	for len(got) < len(pkts) {
 		n, err := b.Receive(one)

@@ -89,7 +89,7 @@ func (c *capture) outgoing(t *testing.T, port uint16, bytes int, timeout time.Du
 	return frames
 }
 
-func totalLen(pkts []backend.Datagram) (n int) {
+func totalLen(pkts []backend.Outgoing) (n int) {
 	for _, p := range pkts {
 		n += len(p.Buf)
 	}
@@ -157,7 +157,7 @@ func TestGSOSegmentsOnVeth(t *testing.T) {
 			require.NoError(t, a.Send(pkts))
 			ids := make([]uint16, len(pkts))
 			for i := range pkts {
-				ids[i] = pkts[i].IPv4ID
+				ids[i] = pkts[i].Wire.IPv4ID
 			}
 			assert.Equal(t, tc.wantIDs, ids, "IDs Send sealed for")
 
