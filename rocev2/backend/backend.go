@@ -121,21 +121,21 @@ type Sender struct {
 	TrafficClass uint8
 }
 
-// Link is implemented by backends that own a network interface (afpacket):
+// NIC is implemented by backends that own a network interface (afpacket):
 // a device takes its MAC from the interface, and with it the node GUID and
 // the link-local GID at index 0, instead of deriving a MAC from its address.
-type Link interface {
+type NIC interface {
 	// HardwareAddr returns the interface's MAC address.
 	HardwareAddr() [6]byte
 }
 
-// LinkOf returns the MAC of the interface b or a backend it decorates owns
+// HardwareAddrOf returns the MAC of the interface b or a backend it decorates owns
 // (decorators say whom they decorate with an Unwrap method, as pcap.Tap
 // does), and false when none owns one.
-func LinkOf(b Backend) ([6]byte, bool) {
+func HardwareAddrOf(b Backend) ([6]byte, bool) {
 	for range 16 { // decorators do not nest deeper; a cycle must not hang
 		switch v := b.(type) {
-		case Link:
+		case NIC:
 			return v.HardwareAddr(), true
 		case *pollingDecorator:
 			b = v.Backend

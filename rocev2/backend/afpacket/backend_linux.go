@@ -90,7 +90,7 @@ type Backend struct {
 var (
 	_ backend.Backend = (*Backend)(nil)
 	_ backend.Poller  = (*Backend)(nil)
-	_ backend.Link    = (*Backend)(nil)
+	_ backend.NIC     = (*Backend)(nil)
 )
 
 // Open opens the backend on cfg.Interface: a packet socket with its
