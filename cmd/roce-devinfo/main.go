@@ -232,7 +232,7 @@ func openDevice(c config, stderr io.Writer) (*device.Device, error) {
 }
 
 // openOn opens a device on a UDP socket bound to addr and port; port 0
-// means an ephemeral port (device.OpenUDP would take it for 4791).
+// means an ephemeral port, as it does to udp.Open.
 func openOn(addr netip.Addr, port uint16) (*device.Device, error) {
 	b, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(addr, port)})
 	if err != nil {

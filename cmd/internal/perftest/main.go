@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
@@ -136,7 +137,13 @@ func (p *params) openDevice(stderr io.Writer) (*device.Device, error) {
 	default:
 		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	dev, err := device.OpenUDP(addr, p.udpPort, device.Config{})
+	be, _, err := backendflag.Open(backendflag.Spec{Kind: backendflag.UDP, Port: p.udpPort}, addr)
+	var dev *device.Device
+	if err == nil {
+		if dev, err = device.New(device.Config{Backend: be}); err != nil {
+			be.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf(" Couldn't get context for the device: %w\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", err, addr, p.udpPort)
 	}
