@@ -47,6 +47,7 @@ type pairConfig struct {
 	maxRd     uint8
 	noConnect bool
 	udp       bool // real UDP sockets on 127.0.0.1 and 127.0.0.2 instead of memlink
+	portable  bool // with udp: the portable UDP backend (one datagram per call)
 }
 
 func (c *pairConfig) defaults() {
@@ -82,9 +83,14 @@ func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 		var backend backend.Backend
 		if cfg.udp {
 			ap := netip.MustParseAddrPort(addr)
-			be, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(ap.Addr(), 0)})
+			c := udp.Config{Addr: netip.AddrPortFrom(ap.Addr(), 0)}
+			var err error
+			if cfg.portable {
+				backend, err = udp.OpenPortable(c)
+			} else {
+				backend, err = udp.Open(c)
+			}
 			require.NoError(t, err)
-			backend = be
 		} else {
 			be, err := network.Attach(netip.MustParseAddrPort(addr))
 			require.NoError(t, err)

@@ -37,6 +37,9 @@ func TestRCOperationsBySize(t *testing.T) {
 	// goroutine scheduled late on a busy machine.
 	t.Run("memlink", func(t *testing.T) { testOperationsBySize(t, pairConfig{mtu: rocev2.MTU1024, timeout: 20}) })
 	t.Run("udp", func(t *testing.T) { testOperationsBySize(t, pairConfig{mtu: rocev2.MTU4096, udp: true}) })
+	t.Run("portable udp", func(t *testing.T) {
+		testOperationsBySize(t, pairConfig{mtu: rocev2.MTU4096, udp: true, portable: true})
+	})
 }
 
 // testOperationsBySize runs every data operation with sizes around the MTU

@@ -16,16 +16,10 @@ import (
 	"github.com/goroce/goroce/rocev2/backend/internal/mmsg"
 )
 
-// rxBufSize is the receive buffer per message: a GRO super-datagram, or the
-// largest UDP payload of a non-GRO one, fits.
-const rxBufSize = 64 << 10
-
 // rxOOBLen is the control buffer per received message: a UDP_GRO message
 // and the TTL and TOS (hop limit and traffic class) messages, each an int
 // at most, with room to spare.
 const rxOOBLen = 128
-
-var errClosed = fmt.Errorf("udp: %w", backend.ErrBackendClosed)
 
 // Backend is a backend.Backend on a UDP socket. Send may be called from
 // several goroutines (the calls are serialized); Receive from one at a time.

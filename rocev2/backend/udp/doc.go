@@ -1,6 +1,7 @@
 // Package udp is goroce's default backend.Backend: one unconnected UDP socket
 // bound to a specific address, driven with sendmmsg and recvmmsg, with UDP
-// GSO and GRO where the kernel has them (Linux only; elsewhere Open fails).
+// GSO and GRO where the kernel has them (Linux; elsewhere Open returns the
+// Portable backend, one datagram per system call through the standard library).
 //
 // # Send path
 //

@@ -44,7 +44,7 @@ func packets(tb testing.TB, rng *rand.Rand, dst netip.AddrPort, sizes []int) []b
 // receiveN receives n packets from b, copying them out of its buffers. If
 // they have not all arrived within timeout, it closes b (which wakes
 // Receive) and fails the test.
-func receiveN(tb testing.TB, b *Backend, n int, timeout time.Duration) []backend.Incoming {
+func receiveN(tb testing.TB, b backend.Backend, n int, timeout time.Duration) []backend.Incoming {
 	tb.Helper()
 	return startReceiving(b, n, timeout)(tb)
 }
@@ -52,7 +52,7 @@ func receiveN(tb testing.TB, b *Backend, n int, timeout time.Duration) []backend
 // startReceiving receives n packets from b on a goroutine of its own, so
 // that a sender can outrun the socket buffer without losses; the function
 // it returns waits for them (or the timeout, when it closes b).
-func startReceiving(b *Backend, n int, timeout time.Duration) func(testing.TB) []backend.Incoming {
+func startReceiving(b backend.Backend, n int, timeout time.Duration) func(testing.TB) []backend.Incoming {
 	type result struct {
 		pkts     []backend.Incoming
 		err      error

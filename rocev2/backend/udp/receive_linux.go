@@ -3,7 +3,6 @@ package udp
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/internal/mmsg"
 )
@@ -91,7 +90,7 @@ func (b *Backend) drain(pkts []backend.Incoming) int {
 			end := min(off+msg.seg, len(msg.data))
 			d := &pkts[n]
 			*d = backend.Incoming{Buf: msg.data[off:end], Src: msg.src, TTL: msg.ttl, TOS: msg.tos}
-			b.verdict(d, uint16(off/msg.seg))
+			verdict(d, b.local, b.ipv6, uint16(off/msg.seg))
 			n++
 			b.rx.off = end
 			if end >= len(msg.data) {
@@ -102,33 +101,6 @@ func (b *Backend) drain(pkts []backend.Incoming) int {
 		}
 	}
 	return n
-}
-
-// verdict checks a received packet's ICRC against the flow it arrived in.
-//
-// Segment i of a GRO datagram most likely left as segment i of a UDP GSO
-// send, with IPv4 ID i (a GSO send numbers its segments' IDs from the
-// first): that ID is checked first, one ICRC instead of the full recovery
-// of an unknown ID.
-func (b *Backend) verdict(d *backend.Incoming, likelyID uint16) {
-	d.ICRC = backend.ICRCBad
-	fl := rocev2.NewFlow(d.Src, b.local)
-	if b.ipv6 {
-		if fl.VerifyICRC(d.Buf) {
-			d.ICRC = backend.ICRCOK
-		}
-		return
-	}
-	if likelyID != 0 {
-		fl.IPv4ID = likelyID
-		if fl.VerifyICRC(d.Buf) {
-			d.ICRC, d.IPv4ID = backend.ICRCOK, likelyID
-			return
-		}
-	}
-	if id, ok := fl.InferIPv4ID(d.Buf); ok {
-		d.ICRC, d.IPv4ID = backend.ICRCOK, id
-	}
 }
 
 // rxKernel is where received messages come from: the socket, or in tests

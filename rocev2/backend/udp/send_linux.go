@@ -10,11 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var (
-	errDest  = errors.New("udp: send: destination is not a unicast address and port of the socket's family")
-	errShort = errors.New("udp: send: datagram shorter than an ICRC")
-)
-
 // Send seals each datagram's ICRC in place, records the IPv4 ID it leaves
 // with, and hands the datagrams to the kernel in order, BatchSize per
 // sendmmsg. Each datagram must have a Buf of its own: the datagrams of a GSO
@@ -137,13 +132,7 @@ func (b *Backend) seal(pkts []backend.Outgoing, dst netip.AddrPort, segmented bo
 }
 
 // dest normalizes a destination for the socket's family.
-func (b *Backend) dest(ap netip.AddrPort) (netip.AddrPort, bool) {
-	a := ap.Addr().Unmap()
-	if ap.Port() == 0 || a.Is4() == b.ipv6 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
-		return netip.AddrPort{}, false
-	}
-	return netip.AddrPortFrom(a, ap.Port()), true
-}
+func (b *Backend) dest(ap netip.AddrPort) (netip.AddrPort, bool) { return destFor(ap, b.ipv6) }
 
 // scopeOf returns the IPv6 scope (interface index) to send to dst with: its
 // zone if it has one, else ours for a link-local destination.

@@ -1,23 +1,12 @@
 package udp
 
 import (
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// listen binds an unconnected UDP socket of addr's family to addr.
-func listen(addr netip.AddrPort) (*net.UDPConn, error) {
-	network := "udp4"
-	if addr.Addr().Is6() {
-		network = "udp6"
-	}
-	return net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
-}
 
 // sockopts is what configure asks of the socket and what it got.
 type sockopts struct {
