@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 OUT       ?= out
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test vet fuzz bench bench-cq bench-smc bench-smc-scale demo clean tshark-check
+.PHONY: all build test vet cross fuzz bench bench-cq bench-smc bench-smc-scale demo clean tshark-check
 
 all: build
 
@@ -22,10 +22,17 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## test: vet, every test with the race detector (needs cgo for -race), then
-## the allocation tests again without it (its instrumentation allocates, so
-## they skip under -race)
-test: vet
+## cross: build and vet for the other systems goroce runs on (no run): the
+## portable UDP backend and every tool must compile there
+CROSS_GOOS ?= darwin freebsd windows
+cross:
+	@set -e; for os in $(CROSS_GOOS); do echo "GOOS=$$os go build + vet"; \
+	  GOOS=$$os $(GO) build $(PKGS); GOOS=$$os $(GO) vet $(PKGS); done
+
+## test: vet, the cross-builds, every test with the race detector (needs cgo
+## for -race), then the allocation tests again without it (its
+## instrumentation allocates, so they skip under -race)
+test: vet cross
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -count=1 -run 'NotAllocate' $(PKGS)
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Failures whose cause is known, named where the harness retries them

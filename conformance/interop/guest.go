@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // A guest's boot and setup (its address, rxe0 on eth0, its own rc_pingpong

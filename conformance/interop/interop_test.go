@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // These tests cover the harness's own logic without QEMU, root or a

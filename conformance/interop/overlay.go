@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // goroce's own guest programs (smcguest) go into the guest through a small

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The guests of one run. The RC cases run on the RC guest (-kernel-pkg,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The report: a table per guest, the time of each part, and what the

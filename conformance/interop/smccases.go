@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The SMC-R cases: the guest's kernel (smcguest, AF_SMC) against goroce's

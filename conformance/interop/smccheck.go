@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // What an SMC-R case must show, from three sources: the programs (exit 0,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // goroce's SMC-R side of the SMC cases is smcat (cmd/smcat): `smcat -l

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Running one SMC-R case: the guest's link groups cleared, its SMC

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // SMC-R in the guest: the pnet entry and UEID the kernel needs for

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The UC, UD and SRQ ping-pongs and perftest's seven tools: rdma-core's

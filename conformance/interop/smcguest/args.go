@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Command-line parsing: positional arguments and options in any order

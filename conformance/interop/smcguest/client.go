@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The echo client: -conns connections (one after another, or all at once

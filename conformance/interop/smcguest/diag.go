@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The mode of one SMC socket, from smc_diag (sock_diag for AF_SMC): SMC-R,

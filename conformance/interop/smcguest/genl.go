@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Generic netlink: a family's ID by name (the controller's GETFAMILY), and

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // A netlink socket: one request at a time, its replies collected until the

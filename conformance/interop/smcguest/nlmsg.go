@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Netlink framing: messages (nlmsghdr), generic netlink headers and

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The echo server: accepts -n connections (served at once), echoes what

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The SMC netlink commands: UEIDs, the pnet table, statistics, fallback

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The attributes of the SMC generic netlink replies (include/uapi/linux/

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Stream sockets (AF_SMC or, with -tcp, AF_INET) with deadlines: the fd is

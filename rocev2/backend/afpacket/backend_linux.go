@@ -203,16 +203,6 @@ func (b *Backend) HardwareAddr() [6]byte { return b.link.mac }
 // Interface returns the interface's name and index.
 func (b *Backend) Interface() (name string, index int) { return b.link.name, b.link.index }
 
-// Stats are the backend's own counts, beyond what it hands the device.
-type Stats struct {
-	// Unresolved counts packets dropped because their destination's MAC
-	// could not be learnt (or too many waited for it).
-	Unresolved uint64
-	// BadBlocks counts receive ring blocks (ReceiveRing) skipped, wholly
-	// or from the first record whose numbers lead outside the block.
-	BadBlocks uint64
-}
-
 // Stats returns the backend's counts.
 func (b *Backend) Stats() Stats {
 	s := Stats{}

@@ -31,3 +31,5 @@ func (b *Backend) BatchSize() int                          { return DefaultBatch
 func (b *Backend) LinkMTU() int                            { return 1500 }
 func (b *Backend) HardwareAddr() [6]byte                   { return [6]byte{} }
 func (b *Backend) Close() error                            { return nil }
+func (b *Backend) Interface() (string, int)                { return "", 0 }
+func (b *Backend) Stats() Stats                            { return Stats{} }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package udp_test
 
 import (
