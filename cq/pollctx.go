@@ -1,22 +1,22 @@
 package cq
 
-import "fmt"
-
 // PollContext says who polls a CQ and calls the Done of its entries
 // (enum ib_poll_context).
 type PollContext uint8
+
+//go:generate stringer -type PollContext -linecomment
 
 const (
 	// PollSoftIRQ: one poller goroutine per completion vector runs the CQs
 	// of that vector, PollBatch completions at a time and at most BudgetIRQ per
 	// run, then re-arms (irq_poll).
-	PollSoftIRQ PollContext = 0
+	PollSoftIRQ PollContext = 0 // softirq
 	// PollWorkqueue: a bounded pool of worker goroutines runs scheduled
 	// CQs with BudgetWorkqueue per run (ib_comp_wq).
-	PollWorkqueue PollContext = 1
+	PollWorkqueue PollContext = 1 // workqueue
 	// PollDirect: nobody is woken; the caller drives Managed.Process with
 	// its own budget (ib_process_cq_direct). Not allowed for pooled CQs.
-	PollDirect PollContext = 3
+	PollDirect PollContext = 3 // direct
 )
 
 // The kernel's processing constants (drivers/infiniband/core/cq.c).
@@ -33,18 +33,6 @@ const (
 	// goroutines: four softirq budgets.
 	RxBudget = 4 * BudgetIRQ
 )
-
-func (p PollContext) String() string {
-	switch p {
-	case PollSoftIRQ:
-		return "softirq"
-	case PollWorkqueue:
-		return "workqueue"
-	case PollDirect:
-		return "direct"
-	}
-	return fmt.Sprintf("PollContext(%d)", uint8(p))
-}
 
 // budget returns the completions one scheduled run may handle.
 func (p PollContext) budget() int {

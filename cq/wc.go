@@ -57,51 +57,22 @@ func (s Status) OK() bool { return s == Success }
 // Receive-side opcodes have bit 7 set.
 type Opcode uint8
 
-const (
-	OpSend            Opcode = 0
-	OpRDMAWrite       Opcode = 1
-	OpRDMARead        Opcode = 2
-	OpCompSwap        Opcode = 3
-	OpFetchAdd        Opcode = 4
-	OpBindMW          Opcode = 5
-	OpLocalInv        Opcode = 6
-	OpTSO             Opcode = 7
-	OpFlush           Opcode = 8
-	OpAtomicWrite     Opcode = 9
-	OpRecv            Opcode = 128
-	OpRecvRDMAWithImm Opcode = 129
-)
+//go:generate stringer -type Opcode -linecomment
 
-// String returns the IBV_WC_* spelling.
-func (o Opcode) String() string {
-	switch o {
-	case OpSend:
-		return "IBV_WC_SEND"
-	case OpRDMAWrite:
-		return "IBV_WC_RDMA_WRITE"
-	case OpRDMARead:
-		return "IBV_WC_RDMA_READ"
-	case OpCompSwap:
-		return "IBV_WC_COMP_SWAP"
-	case OpFetchAdd:
-		return "IBV_WC_FETCH_ADD"
-	case OpBindMW:
-		return "IBV_WC_BIND_MW"
-	case OpLocalInv:
-		return "IBV_WC_LOCAL_INV"
-	case OpTSO:
-		return "IBV_WC_TSO"
-	case OpFlush:
-		return "IBV_WC_FLUSH"
-	case OpAtomicWrite:
-		return "IBV_WC_ATOMIC_WRITE"
-	case OpRecv:
-		return "IBV_WC_RECV"
-	case OpRecvRDMAWithImm:
-		return "IBV_WC_RECV_RDMA_WITH_IMM"
-	}
-	return "IBV_WC_OPCODE(" + strconv.Itoa(int(o)) + ")"
-}
+const (
+	OpSend            Opcode = 0   // IBV_WC_SEND
+	OpRDMAWrite       Opcode = 1   // IBV_WC_RDMA_WRITE
+	OpRDMARead        Opcode = 2   // IBV_WC_RDMA_READ
+	OpCompSwap        Opcode = 3   // IBV_WC_COMP_SWAP
+	OpFetchAdd        Opcode = 4   // IBV_WC_FETCH_ADD
+	OpBindMW          Opcode = 5   // IBV_WC_BIND_MW
+	OpLocalInv        Opcode = 6   // IBV_WC_LOCAL_INV
+	OpTSO             Opcode = 7   // IBV_WC_TSO
+	OpFlush           Opcode = 8   // IBV_WC_FLUSH
+	OpAtomicWrite     Opcode = 9   // IBV_WC_ATOMIC_WRITE
+	OpRecv            Opcode = 128 // IBV_WC_RECV
+	OpRecvRDMAWithImm Opcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
+)
 
 // IsRecv reports whether the opcode is a receive-side completion.
 func (o Opcode) IsRecv() bool { return o&0x80 != 0 }

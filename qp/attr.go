@@ -12,23 +12,13 @@ import (
 // Type is the QP transport type, numbered like ibv_qp_type.
 type Type uint8
 
-const (
-	RC Type = 2
-	UC Type = 3
-	UD Type = 4
-)
+//go:generate stringer -type Type -linecomment
 
-func (t Type) String() string {
-	switch t {
-	case RC:
-		return "RC"
-	case UC:
-		return "UC"
-	case UD:
-		return "UD"
-	}
-	return fmt.Sprintf("QPT(%d)", uint8(t))
-}
+const (
+	RC Type = 2 // RC
+	UC Type = 3 // UC
+	UD Type = 4 // UD
+)
 
 // State is a QP state, numbered like ibv_qp_state.
 type State uint8

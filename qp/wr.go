@@ -1,49 +1,25 @@
 package qp
 
 import (
-	"strconv"
-
 	"github.com/goroce/goroce/cq"
 )
 
 // WROpcode is a send work request opcode, numbered like ibv_wr_opcode.
 type WROpcode uint8
 
-const (
-	WRRDMAWrite        WROpcode = 0
-	WRRDMAWriteWithImm WROpcode = 1
-	WRSend             WROpcode = 2
-	WRSendWithImm      WROpcode = 3
-	WRRDMARead         WROpcode = 4
-	WRAtomicCmpAndSwp  WROpcode = 5
-	WRAtomicFetchAdd   WROpcode = 6
-	WRLocalInv         WROpcode = 7
-	WRSendWithInv      WROpcode = 9
-)
+//go:generate stringer -type WROpcode -linecomment
 
-func (o WROpcode) String() string {
-	switch o {
-	case WRRDMAWrite:
-		return "IBV_WR_RDMA_WRITE"
-	case WRRDMAWriteWithImm:
-		return "IBV_WR_RDMA_WRITE_WITH_IMM"
-	case WRSend:
-		return "IBV_WR_SEND"
-	case WRSendWithImm:
-		return "IBV_WR_SEND_WITH_IMM"
-	case WRRDMARead:
-		return "IBV_WR_RDMA_READ"
-	case WRAtomicCmpAndSwp:
-		return "IBV_WR_ATOMIC_CMP_AND_SWP"
-	case WRAtomicFetchAdd:
-		return "IBV_WR_ATOMIC_FETCH_AND_ADD"
-	case WRLocalInv:
-		return "IBV_WR_LOCAL_INV"
-	case WRSendWithInv:
-		return "IBV_WR_SEND_WITH_INV"
-	}
-	return "IBV_WR_OPCODE(" + strconv.Itoa(int(o)) + ")"
-}
+const (
+	WRRDMAWrite        WROpcode = 0 // IBV_WR_RDMA_WRITE
+	WRRDMAWriteWithImm WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
+	WRSend             WROpcode = 2 // IBV_WR_SEND
+	WRSendWithImm      WROpcode = 3 // IBV_WR_SEND_WITH_IMM
+	WRRDMARead         WROpcode = 4 // IBV_WR_RDMA_READ
+	WRAtomicCmpAndSwp  WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
+	WRAtomicFetchAdd   WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
+	WRLocalInv         WROpcode = 7 // IBV_WR_LOCAL_INV
+	WRSendWithInv      WROpcode = 9 // IBV_WR_SEND_WITH_INV
+)
 
 func (o WROpcode) isSend() bool {
 	return o == WRSend || o == WRSendWithImm || o == WRSendWithInv
