@@ -46,8 +46,9 @@ type pairConfig struct {
 	sigAll    bool
 	maxRd     uint8
 	noConnect bool
-	udp       bool // real UDP sockets on 127.0.0.1 and 127.0.0.2 instead of memlink
-	portable  bool // with udp: the portable UDP backend (one datagram per call)
+	udp       bool          // real UDP sockets on 127.0.0.1 and 127.0.0.2 instead of memlink
+	portable  bool          // with udp: the portable UDP backend (one datagram per call)
+	device    device.Config // DeferACKs, HoldLimit (the backend is the harness's)
 }
 
 func (c *pairConfig) defaults() {
@@ -99,7 +100,9 @@ func newPair(t testing.TB, cfg pairConfig) (a, b *node) {
 		if cfg.wrap != nil {
 			backend = cfg.wrap(backend)
 		}
-		dev, err := device.New(device.Config{Backend: backend})
+		dcfg := cfg.device
+		dcfg.Backend = backend
+		dev, err := device.New(dcfg)
 		require.NoError(t, err)
 		t.Cleanup(func() { dev.Close() })
 		n := &node{dev: dev, pd: dev.AllocPD(), buf: make([]byte, cfg.bufSize), psn: RandomPSN()}

@@ -37,7 +37,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		return n, err
 	}
 	if n > 0 {
-		q.posted = true // unlock sends, ending a poller's hold (Outbox.DonePost)
+		q.posted = true // unlock sends, ending a poller's hold (Device.Posted)
 		q.runRequester()
 	}
 	return n, err

@@ -362,6 +362,7 @@ func (q *QP) apply(a *Attr, mask AttrMask) {
 	if mask&MaskRQPSN != 0 {
 		t.RQPSN = a.RQPSN
 		q.resp.epsn = a.RQPSN
+		q.resp.acked = a.RQPSN.Add(^uint32(0))
 	}
 	if mask&MaskSQPSN != 0 {
 		t.SQPSN = a.SQPSN
@@ -393,6 +394,7 @@ func (q *QP) Destroy() error {
 	if q.state == stateDestroyed {
 		return fmt.Errorf("qp %#x: destroy: %w", q.qpn, ErrDestroyed)
 	}
+	q.settleACK()
 	q.dev.RemoveQP(q.qpn)
 	q.stopTimers()
 	q.sq.clear()
@@ -412,6 +414,7 @@ func (q *QP) stopTimers() {
 
 // reset discards all work and protocol state without completions (→RESET).
 func (q *QP) reset() {
+	q.settleACK()
 	q.stopTimers()
 	q.sq.clear()
 	q.rq.clear()
@@ -430,6 +433,7 @@ func (q *QP) enterError() {
 	if q.state == Err {
 		return
 	}
+	q.settleACK()
 	q.state = Err
 	q.stopTimers()
 	q.flushSQ()

@@ -11,7 +11,9 @@ package qp
 //   - A SEND (or WRITE with immediate) without a receive WQE → RNR NAK.
 //   - Invalid requests, length errors and bad rkeys → NAK, error
 //     completion of the receive WQE in progress, and the QP goes to ERR.
-//   - ACKs are coalesced: only packets with AckReq are acknowledged.
+//   - ACKs are coalesced: only packets with AckReq are acknowledged, and
+//     the ACK is owed, not built (ack.go): one ACK covers what a receive
+//     batch (with DeferACKs, several) asked to be acknowledged.
 
 import (
 	"errors"
@@ -38,6 +40,14 @@ type responder struct {
 	res     []resource // READ/atomic response resources (IRD ring)
 	resNext int
 	fields  rocev2.Fields
+
+	// The ACK owed (ack.go): for ackPSN, with ackMSN, since the last
+	// response, which acknowledged up to acked.
+	ackOwed   bool
+	ackQueued bool // on the device's list (Device.OweACK) until SendOwedACK
+	ackPSN    rocev2.PSN
+	ackMSN    uint32
+	acked     rocev2.PSN
 
 	// UC: the message in progress is being dropped (rxe's drop_msg): a
 	// packet was lost or refused, so the rest of it is dropped until the
@@ -277,12 +287,13 @@ func (q *QP) execWrite(pkt *rocev2.Packet) {
 	q.advance(pkt)
 }
 
-// advance moves past an executed SEND/WRITE packet and ACKs it if asked.
+// advance moves past an executed SEND/WRITE packet and, if asked, owes
+// its ACK.
 func (q *QP) advance(pkt *rocev2.Packet) {
 	psn := pkt.BTH().PSN()
 	q.resp.epsn = psn.Add(1)
 	if pkt.BTH().AckReq() {
-		q.sendAck(rocev2.SyndromeACKUnlimited, psn)
+		q.oweACK(psn)
 	} else {
 		q.dev.Counters.AckDeferred.Add(1)
 	}
@@ -366,6 +377,7 @@ func (q *QP) sendReadResponses(res *resource, psn rocev2.PSN, va uint64, length 
 			}
 		}
 		q.out.Commit(rocev2.AppendTrailer(buf, int(n)), q.raddr)
+		q.responded(psn)
 		off += n
 		if last || off >= length {
 			return
@@ -418,6 +430,7 @@ func (q *QP) sendAtomicAck(res *resource) {
 	}
 	buf, _ := f.Append(q.tx().Buffer(), nil)
 	q.out.Commit(buf, q.raddr)
+	q.responded(res.firstPSN)
 }
 
 // duplicate answers a request whose PSN is behind the expected one.
@@ -470,10 +483,15 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN) {
 	}
 }
 
-// sendAck queues an ACK or NAK (AETH syndrome syn) for psn.
+// sendAck builds an ACK or NAK (AETH syndrome syn) for psn now.
 func (q *QP) sendAck(syn rocev2.Syndrome, psn rocev2.PSN) {
 	if syn.Kind() == rocev2.KindNAK {
 		q.dev.Counters.SentNAKs.Add(1)
+	}
+	if syn.Kind() == rocev2.KindACK {
+		q.responded(psn)
+	} else {
+		q.responded(psn.Add(^uint32(0))) // a NAK acknowledges what precedes psn
 	}
 	f := &q.resp.fields
 	*f = rocev2.Fields{

@@ -7,11 +7,12 @@ import (
 
 // Every locked section of a QP ends in unlock, which does, in order:
 //
-//  1. gives back the device's outbox if the section built packets (q.tx):
-//     it sends them now unless a run or a poller's hold defers them, and a
-//     post (q.posted) ends the hold (device.Outbox);
+//  1. gives back the device's outbox if the section built packets (q.tx);
 //  2. releases the QP's lock;
-//  3. delivers what the section raised: CQ events (cq.CQ.Notify, which
+//  3. has the device send what is due (Device.Push), or for a post end a
+//     poller's hold too (Device.Posted): no system call is made under the
+//     QP's lock;
+//  4. delivers what the section raised: CQ events (cq.CQ.Notify, which
 //     calls the CQ's OnEvent), asynchronous events (InitAttr.OnAsyncEvent)
 //     and the SRQ's limit event (SRQInitAttr.OnEvent).
 //
@@ -60,23 +61,23 @@ func (q *QP) event(e Event) {
 
 // unlock ends a locked section (see the top of this file).
 func (q *QP) unlock() {
+	due := false
 	if q.out != nil {
-		if q.posted {
-			q.out.DonePost()
-		} else {
-			q.out.Done()
-		}
+		due = q.out.Release()
 		q.out = nil
 	}
+	posted := q.posted
 	q.posted = false
 	fired := q.nt.sendFired || q.nt.recvFired || q.nt.sendErr != nil || q.nt.recvErr != nil
 	if !fired && !q.nt.any {
 		q.mu.Unlock()
+		q.push(due, posted)
 		return
 	}
 	nt := q.nt
 	q.nt = notices{}
 	q.mu.Unlock()
+	q.push(due, posted)
 	if q.sendCQ == q.recvCQ {
 		err := nt.sendErr
 		if err == nil {
@@ -96,5 +97,17 @@ func (q *QP) unlock() {
 	}
 	if nt.srqLimit && q.srq.onEvt != nil {
 		q.srq.onEvt(SRQEvent{Type: EventSRQLimitReached, SRQ: q.srq})
+	}
+}
+
+// push sends what the section left in the outbox, now that the QP's lock
+// is released: a post ends a poller's hold (its ACKs leave after the
+// post's packets, in the same send), anything else goes if it is due.
+func (q *QP) push(due, posted bool) {
+	switch {
+	case posted:
+		q.dev.Posted()
+	case due:
+		q.dev.Push()
 	}
 }

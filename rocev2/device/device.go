@@ -59,12 +59,14 @@ type Config struct {
 	// a poller's hold to end (the backstop; 0: DefaultHoldLimit). Tests
 	// that check what a hold keeps set it long.
 	HoldLimit time.Duration
-	// DeferACKs lets the ACKs a receive batch calls for wait, up to
-	// HoldLimit, for the device's next post, to leave in its system call:
-	// for a consumer that answers what it receives from a goroutine of its
-	// own (an SMC-R connection's reader), which would otherwise cost a
-	// system call for the ACKs and another for the answer. NAKs, READ and
-	// atomic responses, and anything waiting with them, are never held.
+	// DeferACKs lets the ACKs receive batches call for stay owed across
+	// batches, so that one ACK covers several messages: a queue pair
+	// sends its ACK once it owes one for a span of PSNs (qp's bound,
+	// well inside a peer's send window and SMC-R's 16 send slots), or the
+	// backstop sends it (HoldLimit). For a consumer whose peer does not
+	// wait for each ACK before it sends again (SMC-R), it takes one
+	// datagram off most requests. NAKs, READ and atomic responses are
+	// never held.
 	DeferACKs bool
 }
 
@@ -86,6 +88,7 @@ type Device struct {
 	pdSeq    atomic.Uint32
 	timers   *Timers
 	out      *Outbox
+	acks     acks
 	// deferACKs: see Config.DeferACKs.
 	deferACKs bool
 
@@ -220,7 +223,9 @@ func (d *Device) Close() error {
 		unregister(d)
 		d.stopPublishing()
 		d.rxMu.Lock()
-		d.out.close()
+		d.acks.release()
+		d.acks.flush()
+		d.Flush()
 		d.rxMu.Unlock()
 		err = d.backend.Close()
 		<-d.rxDone

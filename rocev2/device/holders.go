@@ -53,7 +53,7 @@ func unregister(d *Device) {
 
 // releaseOthers ends the holds of the process's devices other than d.
 func releaseOthers(d *Device) {
-	if holdingDevices.Load() == 0 || (holdingDevices.Load() == 1 && d.out.heldNow.Load()) {
+	if holdingDevices.Load() == 0 || (holdingDevices.Load() == 1 && d.acks.heldNow.Load()) {
 		return
 	}
 	p := liveDevices.Load()
@@ -61,8 +61,8 @@ func releaseOthers(d *Device) {
 		return
 	}
 	for _, o := range *p {
-		if o != d && o.out.heldNow.Load() {
-			o.out.release()
+		if o != d && o.acks.heldNow.Load() {
+			o.releaseHold()
 		}
 	}
 }

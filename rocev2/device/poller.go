@@ -42,7 +42,7 @@ func (p *Poller) Poll(wcs []cq.WC) int {
 	if n == 0 {
 		// The packets were for other CQs, or called for nothing this
 		// caller will answer: hold nothing back.
-		p.dev.out.release()
+		p.dev.releaseHold()
 	}
 	return n
 }
@@ -51,9 +51,9 @@ func (p *Poller) Poll(wcs []cq.WC) int {
 // sleep, and must not sleep on ACKs it holds.
 func (p *Poller) Arm(solicitedOnly bool) (missed bool) {
 	releaseOthers(p.dev)
-	p.dev.out.release()
+	p.dev.releaseHold()
 	return p.cq.Arm(solicitedOnly)
 }
 
 // Release ends the hold without arming: for a caller that stops polling.
-func (p *Poller) Release() { p.dev.out.release() }
+func (p *Poller) Release() { p.dev.releaseHold() }

@@ -134,8 +134,8 @@ func (d *Device) receiveBatch(p backend.Poller, n int) {
 	for _, h := range hooks {
 		h.end()
 	}
-	if d.deferACKs {
-		d.out.holdACKs()
+	if !d.deferACKs {
+		d.acks.flush() // inside the run: with the batch's other answers
 	}
 }
 
@@ -155,9 +155,10 @@ func (d *Device) pollLocked(p backend.Poller, rounds int) bool {
 		}
 		// More to come: send the answers to these now rather than hold
 		// them behind the reading of the rest.
-		d.out.mu.Lock()
-		d.out.Flush()
-		d.out.mu.Unlock()
+		if !d.deferACKs && !d.acks.heldNow.Load() {
+			d.acks.flush()
+		}
+		d.Flush()
 	}
 	return any
 }
@@ -174,10 +175,11 @@ func (d *Device) deliverBatch(n int) {
 // that cannot receive without blocking (not a backend.Poller) it does
 // nothing.
 //
-// What the received packets call for (ACKs, READ responses) is held in the
-// outbox until the caller's next call: the caller got its completions
-// first, so its reply leaves before the ACK, in the same system call,
-// instead of one system call later.
+// The ACKs the received packets call for are held (owed) until the
+// caller's next call: the caller got its completions first, so its reply
+// leaves before the ACK, in the same system call, instead of one system
+// call later. What else they call for (NAKs, READ responses) leaves when
+// the call returns, in one send batch.
 func (d *Device) progress() bool {
 	p, ok := d.backend.(backend.Poller)
 	if !ok {
@@ -187,12 +189,14 @@ func (d *Device) progress() bool {
 	if !d.rxMu.TryLock() {
 		return false
 	}
-	d.out.release() // the last hold's packets go now
-	d.out.hold()
+	d.releaseHold() // the last hold's ACKs go now
+	d.acks.hold()
+	d.out.beginRun()
 	any := d.pollLocked(p, 1)
+	d.out.endRun()
 	d.rxMu.Unlock()
 	if !any {
-		d.out.release()
+		d.releaseHold()
 	}
 	return any
 }

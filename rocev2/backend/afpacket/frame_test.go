@@ -95,7 +95,7 @@ func TestHeadersRoundTrip(t *testing.T) {
 // through the receive checks, as the device its frames were sent to: each
 // one's ICRC verifies over its real IPv4 header (rxe's IDs are not 0).
 func TestCheckRxeFrames(t *testing.T) {
-	all, err := rxevectors.All(filepath.Join("..", "..", "conformance", "testdata", "rxe"))
+	all, err := rxevectors.All(filepath.Join("..", "..", "..", "conformance", "testdata", "rxe"))
 	require.NoError(t, err)
 	n := 0
 	for name, frames := range all {
