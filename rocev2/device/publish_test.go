@@ -102,6 +102,13 @@ func openMem(t *testing.T, addr string) *Device {
 	return d
 }
 
+// readPublished is ReadPublished with a bound on the wait.
+func readPublished(path string) (*Published, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ReadPublished(ctx, path)
+}
+
 // fakeCounters is what a socket that is not the device's answers: counters
 // that readers must never show.
 const fakeCounters = "goroce-counters 1\nname fake\naddr 127.0.0.1:4791\npid 1\nsent_pkts 99\n"
@@ -150,9 +157,7 @@ func TestPublishRefusesUntrustedRunDir(t *testing.T) {
 		path := PublishPath(d, ap)
 		rundirtest.Serve(t, path, fakeCounters)
 		require.NoError(t, os.Chmod(d, 0o777))
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		p, err := ReadPublished(ctx, path)
+		p, err := readPublished(path)
 		require.Error(t, err, "read %+v", p)
 		assert.Contains(t, err.Error(), "has mode 0777")
 	})
@@ -168,9 +173,7 @@ func TestPublishStaleAndForeignFiles(t *testing.T) {
 	require.NoError(t, err)
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = ReadPublished(ctx, path)
+	_, err = readPublished(path)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	assert.NoFileExists(t, path, "the reader removes a stale socket")
 
@@ -189,9 +192,7 @@ func TestPublishStaleAndForeignFiles(t *testing.T) {
 func TestReadPublishedRefusesAnotherUsersSocket(t *testing.T) {
 	path := PublishPath(t.TempDir(), netip.MustParseAddrPort("127.0.0.1:4791"))
 	rundirtest.ForeignSocket(t, path, fakeCounters)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := ReadPublished(ctx, path)
+	p, err := readPublished(path)
 	require.Error(t, err, "read %+v", p)
 	assert.Contains(t, err.Error(), "is served by uid 65534, not by you")
 }
@@ -210,9 +211,7 @@ func TestReadPublishedBounded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.sock")
 			rundirtest.Serve(t, path, tc.reply)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, err := ReadPublished(ctx, path)
+			_, err := readPublished(path)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
