@@ -11,7 +11,8 @@ import (
 // A signal's default action ends a process without running its Close
 // calls, and its sockets would stay in the run directory (readers remove
 // them later as stale). Programs that publish call one of these two in
-// main instead.
+// main instead, once: the goroutine that waits for the signals belongs
+// to the process and lasts as long as it.
 
 // ExitOnSignal makes SIGINT and SIGTERM remove the sockets the process
 // publishes and exit with status 128+signal, as a shell reports a program
