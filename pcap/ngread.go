@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"time"
 
@@ -87,10 +88,18 @@ func (ng *ngReader) readBlock() (uint32, []byte, error) {
 		return 0, nil, errNgFormat
 	}
 	typ = ng.order.Uint32(h[:4])
-	n := int(ng.order.Uint32(h[4:8]))
-	if n < 12 || n%4 != 0 || n > ngMaxBlock || (typ == ngBlockSHB && n < 28) {
+	n32 := ng.order.Uint32(h[4:8])
+	if n32 < 12 || n32%4 != 0 || (typ == ngBlockSHB && n32 < 28) {
 		return 0, nil, errNgFormat
 	}
+	if !ngDecoded(typ) {
+		return typ, nil, ng.skip(n32, len(h[:8]))
+	}
+	if n32 > ngMaxBlock {
+		return 0, nil, fmt.Errorf("pcap: a pcapng block of type %d claims %d bytes, more than the %d this reader accepts (a frame of at most %d bytes and its options): the file is corrupt or not a capture",
+			typ, n32, ngMaxBlock, MaxRecordLen)
+	}
+	n := int(n32)
 	if cap(ng.buf) < n {
 		ng.buf = make([]byte, n)
 	}
@@ -108,6 +117,34 @@ func (ng *ngReader) readBlock() (uint32, []byte, error) {
 		return 0, nil, errNgFormat
 	}
 	return typ, b[8 : n-4], nil
+}
+
+// ngDecoded says whether the reader decodes blocks of type typ; it skips
+// the others.
+func ngDecoded(typ uint32) bool {
+	switch typ {
+	case ngBlockSHB, ngBlockIDB, ngBlockEPB, ngBlockPB, ngBlockSPB:
+		return true
+	}
+	return false
+}
+
+// skip passes over the rest of a block of n bytes whose first got bytes
+// are read, without keeping it: a block the reader does not decode may be
+// of any length (a decryption secrets block can hold megabytes), and
+// costs no memory.
+func (ng *ngReader) skip(n uint32, got int) error {
+	if _, err := ng.r.Discard(int(n) - got - 4); err != nil {
+		return unexpected(err)
+	}
+	var t [4]byte
+	if _, err := io.ReadFull(ng.r, t[:]); err != nil {
+		return unexpected(err)
+	}
+	if ng.order.Uint32(t[:]) != n {
+		return errNgFormat
+	}
+	return nil
 }
 
 func unexpected(err error) error {
@@ -186,6 +223,9 @@ func (ng *ngReader) iface(body []byte) error {
 	if err != nil {
 		return err
 	}
+	if len(ng.ifaces) == ngMaxIfaces {
+		return fmt.Errorf("pcap: more than %d pcapng interfaces in one section: the file is corrupt or hostile", ngMaxIfaces)
+	}
 	if !ng.haveFirst {
 		ng.firstLinkType, ng.haveFirst = in.linkType, true
 	}
@@ -208,15 +248,19 @@ func (ng *ngReader) packet(body []byte, obsolete bool) (Record, error) {
 	}
 	in := &ng.ifaces[ifIndex]
 	ts := uint64(ng.order.Uint32(body[4:]))<<32 | uint64(ng.order.Uint32(body[8:]))
-	capLen := int(ng.order.Uint32(body[12:]))
+	capLen32 := ng.order.Uint32(body[12:])
+	if err := in.checkLen(capLen32); err != nil {
+		return Record{}, err
+	}
+	capLen := int(capLen32)
 	rec := Record{
 		Time:      in.time(ts),
-		Length:    int(ng.order.Uint32(body[16:])),
+		Length:    wireLen(ng.order.Uint32(body[16:])),
 		LinkType:  in.linkType,
 		Interface: ifIndex,
 	}
 	body = body[20:]
-	if capLen < 0 || pad4(capLen) > len(body) {
+	if pad4(capLen) > len(body) {
 		return Record{}, errNgFormat
 	}
 	rec.Data = append([]byte(nil), body[:capLen]...)
@@ -238,17 +282,39 @@ func (ng *ngReader) simplePacket(body []byte) (Record, error) {
 		return Record{}, errNgFormat
 	}
 	in := &ng.ifaces[0]
-	orig := int(ng.order.Uint32(body))
-	capLen := min(orig, len(body)-4)
+	// The captured length is implied: the original, cut to the snapshot
+	// length and to what the block holds (which ngMaxBlock bounds).
+	orig := ng.order.Uint32(body)
+	capLen := min(orig, uint32(len(body)-4))
 	if in.snapLen != 0 {
-		capLen = min(capLen, int(in.snapLen))
+		capLen = min(capLen, in.snapLen)
+	}
+	if capLen > MaxRecordLen {
+		return Record{}, in.checkLen(capLen)
 	}
 	return Record{
 		Data:     append([]byte(nil), body[4:4+capLen]...),
-		Length:   orig,
+		Length:   wireLen(orig),
 		LinkType: in.linkType,
 	}, nil
 }
+
+// checkLen says whether a packet on the interface may have n captured
+// bytes: no more than its snapshot length (if it states one) and
+// MaxRecordLen.
+func (in *ngIface) checkLen(n uint32) error {
+	switch {
+	case in.snapLen != 0 && n > in.snapLen:
+		return fmt.Errorf("pcap: a pcapng packet claims %d captured bytes, more than its interface's snapshot length (%d): the file is corrupt", n, in.snapLen)
+	case n > MaxRecordLen:
+		return fmt.Errorf("pcap: a pcapng packet claims %d captured bytes, more than the %d this reader accepts", n, MaxRecordLen)
+	}
+	return nil
+}
+
+// wireLen is a frame's original length as an int, saturated where int has
+// 32 bits.
+func wireLen(n uint32) int { return int(min(uint64(n), math.MaxInt)) }
 
 // options calls fn for each option of a block's option list, up to
 // opt_endofopt or the end of the list.

@@ -26,9 +26,14 @@ const (
 
 	// ngTSResolNanos is the if_tsresol the writer uses: nanoseconds.
 	ngTSResolNanos = 9
-	// ngMaxBlock bounds the blocks the reader accepts, so that a corrupt
-	// length cannot make it allocate without limit.
-	ngMaxBlock = 16 << 20
+	// ngMaxBlock bounds the blocks the reader decodes, and so allocates:
+	// a packet block with a frame of MaxRecordLen bytes and 64 KiB of
+	// options (as much as one option can hold).
+	ngMaxBlock = 32 + MaxRecordLen + 64<<10
+	// ngMaxIfaces bounds the interfaces of a section (the reader keeps
+	// each), so that a file of empty interface blocks cannot cost more
+	// than a few MiB.
+	ngMaxIfaces = 1 << 16
 )
 
 // pad4 returns n rounded up to a multiple of 4, as pcapng aligns every

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -31,6 +32,13 @@ type Record struct {
 	Comment string
 }
 
+// MaxRecordLen is the most captured bytes of one frame a Reader accepts:
+// Wireshark's limit for ordinary link types. Every length a file states
+// is checked against it (and against the file's snapshot length) before
+// anything is allocated, so that a hostile file claiming a 4 GiB record
+// costs an error, not 4 GiB.
+const MaxRecordLen = 256 << 10
+
 // Reader reads frames from a classic pcap or a pcapng capture, detected by
 // the file's magic number. Classic pcap is read with pcapgo.Reader; pcapng
 // with a small reader of our own, because pcapgo.NgReader skips the
@@ -39,6 +47,13 @@ type Reader struct {
 	format  Format
 	classic *pcapgo.Reader
 	ng      *ngReader
+	// Classic pcap: the buffered file, to check a record's length before
+	// pcapgo allocates it, its byte order, and the largest record allowed
+	// and why.
+	br     *bufio.Reader
+	order  binary.ByteOrder
+	maxLen uint32
+	maxWhy string
 }
 
 // NewReader reads the capture's file header from r.
@@ -58,11 +73,29 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 		return &Reader{format: FormatPCAPNG, ng: ng}, nil
 	}
+	order := classicOrder(magic) // before pcapgo reads on: magic is br's buffer
 	c, err := pcapgo.NewReader(br)
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{format: FormatPCAP, classic: c}, nil
+	rd := &Reader{format: FormatPCAP, classic: c, br: br, order: order,
+		maxLen: c.Snaplen(), maxWhy: fmt.Sprintf("the file's snapshot length (%d)", c.Snaplen())}
+	if rd.maxLen == 0 || rd.maxLen > MaxRecordLen {
+		rd.maxLen, rd.maxWhy = MaxRecordLen, fmt.Sprintf("the %d bytes this reader accepts", MaxRecordLen)
+	}
+	c.SetSnaplen(rd.maxLen)
+	return rd, nil
+}
+
+// classicOrder is the byte order of a classic pcap file whose first four
+// bytes are magic (which pcapgo has validated): the magic numbers for
+// microsecond and nanosecond timestamps, written in the file's order.
+func classicOrder(magic []byte) binary.ByteOrder {
+	switch binary.LittleEndian.Uint32(magic) {
+	case 0xa1b2c3d4, 0xa1b23c4d:
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
 }
 
 // Format returns the capture's format.
@@ -81,6 +114,13 @@ func (r *Reader) LinkType() layers.LinkType {
 func (r *Reader) Next() (Record, error) {
 	if r.ng != nil {
 		return r.ng.next()
+	}
+	// pcapgo allocates what the record header claims: check the claim
+	// first (a header cut short is pcapgo's to report).
+	if h, err := r.br.Peek(16); err == nil {
+		if n := r.order.Uint32(h[8:]); n > r.maxLen {
+			return Record{}, fmt.Errorf("pcap: a record claims %d captured bytes, more than %s: the file is corrupt or not a capture", n, r.maxWhy)
+		}
 	}
 	data, ci, err := r.classic.ReadPacketData()
 	if err != nil {

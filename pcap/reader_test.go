@@ -148,23 +148,3 @@ func TestReaderErrors(t *testing.T) {
 	_, err = r.Next()
 	assert.ErrorIs(t, err, errNgFormat)
 }
-
-// FuzzReader: arbitrary input never panics the reader.
-func FuzzReader(f *testing.F) {
-	var good bytes.Buffer
-	w, _ := NewWriter(&good, WriterOptions{})
-	_ = w.WriteFrameComment(t0, Inbound, make([]byte, 60), "x")
-	_ = w.Close()
-	f.Add(good.Bytes())
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewReader(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		for range 100 {
-			if _, err := r.Next(); err != nil {
-				return
-			}
-		}
-	})
-}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -71,13 +72,18 @@ func PublishPath(dir string, pid int) string {
 }
 
 // PublishedPaths lists the publishing sockets in dir (those of processes
-// that died included: ReadPublished fails on them), sorted by PID.
+// that died included: ReadPublished fails on them, and removes them),
+// sorted by PID. A missing dir has none; one that another user owns or
+// may write to is refused (rundir.Check).
 func PublishedPaths(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	if err := rundir.Check(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
 		return nil, err
 	}
 	type entry struct {
@@ -106,52 +112,45 @@ func PublishedPaths(dir string) ([]string, error) {
 
 // Publisher answers on a process's publishing socket.
 type Publisher struct {
-	ln   *net.UnixListener
-	path string
+	ln   *rundir.Listener
 	done sync.WaitGroup
 	once sync.Once
 }
 
 // Publish makes the process's SMC sockets readable by other processes of
 // the same user on the Unix socket PublishPath(dir, os.Getpid()); dir ""
-// means device.RunDir(), which is created (mode 0700) if missing. A socket
-// file left by a dead process with the same PID is replaced. Close stops
-// publishing and removes the socket. One goroutine serves the socket,
-// answering one connection at a time.
+// means device.RunDir(), which is created (mode 0700) if missing. A
+// directory another user owns or may write to is refused, as is a socket
+// there that is not the user's. A socket file left by a dead process with
+// the same PID is replaced. Close stops publishing and removes the socket.
+// One goroutine serves the socket, answering one connection at a time.
 func Publish(dir string) (*Publisher, error) {
 	if dir == "" {
 		dir = device.RunDir()
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("smcr: publish SMC sockets: %w", err)
-	}
 	path := PublishPath(dir, os.Getpid())
-	if _, err := os.Stat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("smcr: publish SMC sockets: %s already answers (this process publishes already)", path)
-		}
-		_ = os.Remove(path) // stale: a dead process had this PID
+	ln, err := rundir.Listen(dir, filepath.Base(path))
+	if errors.Is(err, rundir.ErrInUse) {
+		return nil, fmt.Errorf("smcr: publish SMC sockets: %s already answers (this process publishes already)", path)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("smcr: publish SMC sockets: %w", err)
 	}
-	p := &Publisher{ln: ln, path: path}
+	p := &Publisher{ln: ln}
 	p.done.Add(1)
 	go p.serve()
 	return p, nil
 }
 
 // Path returns the publishing socket's path.
-func (p *Publisher) Path() string { return p.path }
+func (p *Publisher) Path() string { return p.ln.Path() }
 
 // Close stops publishing: it closes and removes the socket and waits for
 // the publisher's goroutine.
 func (p *Publisher) Close() error {
 	var err error
 	p.once.Do(func() {
-		err = p.ln.Close() // unlinks the socket file too
+		err = p.ln.Close() // removes the socket file too
 		p.done.Wait()
 	})
 	return err
@@ -191,10 +190,11 @@ func writeSnapshot(w io.Writer) error {
 	return bw.Flush()
 }
 
-// ReadPublished reads the snapshot a process publishes at path.
+// ReadPublished reads the snapshot a process publishes at path, if the
+// run directory and the socket are the user's (rundir.Dial). A stale
+// socket is removed; its error wraps syscall.ECONNREFUSED.
 func ReadPublished(ctx context.Context, path string) (*Published, error) {
-	var dl net.Dialer
-	c, err := dl.DialContext(ctx, "unix", path)
+	c, err := rundir.Dial(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("read SMC sockets: %w", err)
 	}

@@ -208,3 +208,22 @@ func TestPeerAbortIsECONNRESET(t *testing.T) {
 	_, err = io.ReadAll(c)
 	require.ErrorIs(t, err, syscall.ECONNRESET)
 }
+
+// A run directory that others may write to is refused to the publisher
+// and to PublishedPaths (smcss), with what to do; a missing one lists
+// nothing.
+func TestPublishRefusesUntrustedRunDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o777))
+	_, err := smcr.Publish(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has mode 0777")
+	assert.Contains(t, err.Error(), "chmod go-w it, or set GOROCE_RUN_DIR")
+	_, err = smcr.PublishedPaths(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not trusted")
+
+	paths, err := smcr.PublishedPaths(filepath.Join(dir, "missing"))
+	require.NoError(t, err)
+	assert.Empty(t, paths)
+}

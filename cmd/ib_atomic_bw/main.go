@@ -12,8 +12,10 @@ import (
 	"os"
 
 	"github.com/goroce/goroce/cmd/internal/perftest"
+	"github.com/goroce/goroce/internal/rundir"
 )
 
 func main() {
+	rundir.ExitOnSignal() // SIGINT and SIGTERM remove the counter socket
 	os.Exit(perftest.Main(perftest.AtomicBW, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -11,10 +11,12 @@
 // lives in the process that opened it. For -counters, roce-devinfo first
 // asks a running device on -d's address and UDP port: one that publishes
 // its counters (device.Publish; rc_pingpong and roce-perf do) answers on a
-// Unix socket in device.RunDir(). Otherwise, and for everything else, it
-// opens a device of its own on that address and shows that one: its
-// attributes and GIDs are those any goroce device on that address has, but
-// its counters are its own, all zero.
+// Unix socket in device.RunDir(), believed only if the directory and the
+// process serving the socket are the user's (a run directory or socket
+// another user could control is an error, exit status 1). Otherwise, and
+// for everything else, it opens a device of its own on that address and
+// shows that one: its attributes and GIDs are those any goroce device on
+// that address has, but its counters are its own, all zero.
 //
 // With -backend afpacket (or -i IFACE) the device is on the interface, as
 // an rxe device is: its MAC is the interface's, and so GID 0 is the
@@ -22,8 +24,9 @@
 // output ends with the interface and its MAC. -i takes a port number (as
 // ibv_devinfo's) or an interface name.
 //
-// The exit status is 0 on success, 1 if the device cannot be opened, 2 for
-// bad flags and 4 for a port the device does not have (as ibv_devinfo).
+// The exit status is 0 on success, 1 if the device cannot be opened (or
+// the published counters cannot be trusted), 2 for bad flags and 4 for a
+// port the device does not have (as ibv_devinfo).
 package main
 
 import (
@@ -41,6 +44,7 @@ import (
 
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
+	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
@@ -145,7 +149,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if c.counters && !c.gids && !c.list && c.ibPort <= 1 && c.udpPort != 0 {
-		if p, ok := readRunning(c); ok {
+		p, err := readRunning(c)
+		if errors.Is(err, rundir.ErrUntrusted) {
+			fmt.Fprintln(stderr, "roce-devinfo: -counters:", err)
+			return 1
+		}
+		if err == nil {
 			if err := devinfo.WriteCounterList(stdout, p.Name, p.Counters); err != nil {
 				fmt.Fprintln(stderr, "roce-devinfo:", err)
 				return 1
@@ -190,12 +199,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // readRunning reads the counters a running device on c.addr and c.udpPort
-// publishes, if one does.
-func readRunning(c config) (*device.Published, bool) {
+// publishes, if one does. A run directory or socket that another user
+// could control is an error wrapping rundir.ErrUntrusted: its counters
+// could be anyone's.
+func readRunning(c config) (*device.Published, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	p, err := device.ReadPublished(ctx, device.PublishPath(device.RunDir(), netip.AddrPortFrom(c.addr, c.udpPort)))
-	return p, err == nil
+	return device.ReadPublished(ctx, device.PublishPath(device.RunDir(), netip.AddrPortFrom(c.addr, c.udpPort)))
 }
 
 // openDevice opens a device on c.addr and c.udpPort. When the default port

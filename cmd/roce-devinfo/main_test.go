@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/rundir/rundirtest"
 	"github.com/goroce/goroce/rocev2/backend/memlink"
 	"github.com/goroce/goroce/rocev2/device"
 )
@@ -171,4 +173,34 @@ func TestCountersOfARunningDevice(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, errOut, "no running goroce device publishes counters for 127.0.0.10:47910")
 	assert.Contains(t, out, "    sent_pkts 0\n")
+}
+
+// -counters believes only a run directory and a socket of the user's: in
+// a directory others may write to, or from a socket another user serves,
+// the counters could be anyone's, and roce-devinfo says so and fails
+// rather than print them (or a fresh device's zeros in their place).
+func TestCountersRefusesUntrustedSources(t *testing.T) {
+	const fake = "goroce-counters 1\nname fake\naddr 127.0.0.9:4791\npid 1\nsent_pkts 99\n"
+	args := []string{"-d", "127.0.0.9", "-udp-port", "4791", "-counters"}
+	t.Run("a world-writable run directory", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("GOROCE_RUN_DIR", dir)
+		rundirtest.Serve(t, device.PublishPath(dir, netip.MustParseAddrPort("127.0.0.9:4791")), fake)
+		require.NoError(t, os.Chmod(dir, 0o777))
+		code, out, errOut := runDevinfo(t, args...)
+		assert.Equal(t, 1, code)
+		assert.NotContains(t, out, "sent_pkts")
+		assert.Contains(t, errOut, "roce-devinfo: -counters: read counters: run directory "+dir+" has mode 0777")
+		assert.Contains(t, errOut, "GOROCE_RUN_DIR")
+	})
+	t.Run("a socket another user serves", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("GOROCE_RUN_DIR", dir)
+		path := device.PublishPath(dir, netip.MustParseAddrPort("127.0.0.9:4791"))
+		rundirtest.ForeignSocket(t, path, fake)
+		code, out, errOut := runDevinfo(t, args...)
+		assert.Equal(t, 1, code)
+		assert.NotContains(t, out, "sent_pkts 99")
+		assert.Contains(t, errOut, "is served by uid 65534, not by you")
+	})
 }

@@ -37,7 +37,8 @@
 // prints the results as one JSON object.
 //
 // The exit status is 0 on success, 1 when a test fails (an error
-// completion, a verification, a timeout) and 2 for bad flags.
+// completion, a verification, a timeout), 2 for bad flags, and 128 plus
+// the signal's number after SIGINT or SIGTERM.
 package main
 
 import (
@@ -47,14 +48,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
+
+	"github.com/goroce/goroce/internal/rundir"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	// SIGINT or SIGTERM ends the run (the device closes, removing its
+	// counter socket, and the capture is completed); a second one exits at
+	// once.
+	ctx, status := rundir.NotifyContext(context.Background())
+	os.Exit(status(run(ctx, os.Args[1:], os.Stdout, os.Stderr)))
 }
 
 // run is roce-perf with its arguments and output streams, for tests.

@@ -250,3 +250,36 @@ func BenchmarkWriteBW(b *testing.B) {
 	b.ReportMetric(g.Gbits, "Gbit/s")
 	b.ReportMetric(g.MsgRateMpps*1e6, "msgs/s")
 }
+
+// A signal (the end of run's context) stops a server that waits for its
+// client: it returns, and its device's counter socket is gone.
+func TestServerStopsOnSignal(t *testing.T) {
+	runDir := t.TempDir()
+	t.Setenv("GOROCE_RUN_DIR", runDir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := parseFlags([]string{"-d", "127.0.0.1", "-p", "0", "-port", "0", "-timeout", "120s"}, io.Discard)
+	require.NoError(t, err)
+	listening := make(chan net.Addr, 1)
+	cfg.onListen = func(a net.Addr) { listening <- a }
+	served := make(chan error, 1)
+	go func() { served <- runConfig(ctx, cfg, io.Discard, io.Discard) }()
+	select {
+	case <-listening:
+	case err := <-served:
+		require.FailNow(t, "the server exited before listening", "%v", err)
+	}
+	socks, err := filepath.Glob(filepath.Join(runDir, "*.sock"))
+	require.NoError(t, err)
+	require.Len(t, socks, 1, "the device publishes its counters")
+
+	cancel()
+	select {
+	case err := <-served:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "stopped while waiting for a client")
+	case <-time.After(60 * time.Second): // a hang guard, half the -timeout
+		require.FailNow(t, "the server still waits for its client")
+	}
+	assert.NoFileExists(t, socks[0])
+}

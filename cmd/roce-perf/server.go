@@ -38,8 +38,13 @@ func runServer(ctx context.Context, cfg *config, n *node, stdout, stderr io.Writ
 	fmt.Fprintf(info, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 	fmt.Fprintf(info, " control %v, RoCE device %s on %v\n", ln.Addr(), n.dev.Name(), n.dev.LocalAddr())
 	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(cfg.timeout))
+	stop := context.AfterFunc(ctx, func() { ln.Close() }) // a signal stops the wait
 	conn, err := ln.Accept()
+	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped while waiting for a client: %w", ctx.Err())
+		}
 		return fmt.Errorf("no client connected within %v: %w (raise -timeout, or start the client)", cfg.timeout, err)
 	}
 	ln.Close()

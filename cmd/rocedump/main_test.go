@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -293,6 +294,44 @@ func TestTruncatedFile(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "frame 42")
 	assert.Len(t, lines(out), 20+4) // the lost last frame is not RoCE; the table is still printed
+}
+
+// A capture whose record claims 4 GiB (the file's snapshot length says
+// 4 GiB too) is an error at that frame, after the frames before it, and
+// costs far less than 4 GiB: the reader checks the claim first.
+func TestRecordClaiming4GiB(t *testing.T) {
+	var frame []byte
+	for _, f := range vectorFrames(t, "rc_pingpong_s1024.pcap") {
+		if gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default).Layer(pcap.LayerTypeBTH) != nil {
+			frame = f
+			break
+		}
+	}
+	require.NotNil(t, frame)
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, 0xa1b2c3d4)
+	b = le.AppendUint16(b, 2)
+	b = le.AppendUint16(b, 4)
+	b = le.AppendUint64(b, 0)
+	b = le.AppendUint32(b, 0xFFFFFFFF) // snaplen
+	b = le.AppendUint32(b, uint32(layers.LinkTypeEthernet))
+	for _, n := range []uint32{uint32(len(frame)), 0xFFFFFFFF} {
+		b = le.AppendUint64(b, 0)
+		b = le.AppendUint32(b, n)
+		b = le.AppendUint32(b, n)
+		b = append(b, frame...)
+	}
+	name := filepath.Join(t.TempDir(), "huge.pcap")
+	require.NoError(t, os.WriteFile(name, b, 0o644))
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, out, errOut := runDump(t, "-r", name)
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, 1, code)
+	assert.Len(t, lines(out), 1, "the frame before the lie is printed")
+	assert.Contains(t, errOut, "frame 2: pcap: a record claims 4294967295 captured bytes, more than the 262144 bytes this reader accepts")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated")
 }
 
 // writeCapture writes frames to a capture file in dir.

@@ -30,7 +30,8 @@
 // CLC handshake is TCP) for rocedump or Wireshark.
 //
 // smcat publishes its sockets in the goroce run directory
-// ($GOROCE_RUN_DIR, default /tmp/goroce-UID): smcss lists them.
+// ($GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID):
+// smcss lists them.
 //
 // Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
 // line or when SMC cannot be set up (no privileges for the TCP option
@@ -43,32 +44,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/smcr"
 	"github.com/goroce/goroce/smcr/tcpopt"
 )
 
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var got atomic.Value
-	go func() {
-		s := <-sigs
-		got.Store(s)
-		signal.Stop(sigs) // a second signal ends the process at once
-		cancel()          // close the listener and connections, complete the capture
-	}()
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	if s, ok := got.Load().(syscall.Signal); ok {
-		code = 128 + int(s) // as a shell reports a program a signal ended
-	}
-	os.Exit(code)
+	// The first SIGINT or SIGTERM closes the listener and connections and
+	// completes the capture; a second ends the process at once (removing
+	// its publishing socket).
+	ctx, status := rundir.NotifyContext(context.Background())
+	os.Exit(status(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)))
 }
 
 // Exit statuses.

@@ -3,17 +3,21 @@
 //
 // A goroce program's SMC sockets live in its process; programs that
 // publish them (smcr.Publish: smcat does) answer on a Unix socket in the
-// goroce run directory ($GOROCE_RUN_DIR, default /tmp/goroce-UID), and
-// smcss asks each. Without options it lists the connected sockets, SMC-R
-// and fallback ones (Mode "TCP" with Linux's fallback reason code, and the
-// peer's when it declined); -a adds the listening ones, -l shows only
-// those; -e adds the buffers, token, shutdown state and byte counters; -R
-// shows only SMC-R connections, with their link: link group, link id,
-// QPNs and GIDs. The columns are smcss's where they mean the same; Inode
-// (a goroce socket has none) is replaced by the program's PID, and Intf
-// by the goroce device in -R.
+// goroce run directory ($GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce,
+// else /tmp/goroce-UID), and smcss asks each. It believes only a run
+// directory of the user's that nobody else may write to, and only sockets
+// that a process of the user's serves (others are reported and skipped);
+// it removes the sockets of processes that died. Without options it lists
+// the connected sockets, SMC-R and fallback ones (Mode "TCP" with Linux's
+// fallback reason code, and the peer's when it declined); -a adds the
+// listening ones, -l shows only those; -e adds the buffers, token,
+// shutdown state and byte counters; -R shows only SMC-R connections, with
+// their link: link group, link id, QPNs and GIDs. The columns are smcss's
+// where they mean the same; Inode (a goroce socket has none) is replaced
+// by the program's PID, and Intf by the goroce device in -R.
 //
-// Exit status: 0, or 1 if the run directory cannot be read.
+// Exit status: 0, or 1 if the run directory cannot be read or is not
+// trusted.
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -51,7 +56,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.extended, "e", false, "show the buffers, token, shutdown state and byte counters")
 	fs.BoolVar(&o.smcr, "R", false, "show only SMC-R connections, with their link group and link")
 	fs.BoolVar(&o.wide, "W", false, "do not truncate addresses")
-	fs.StringVar(&o.dir, "d", "", "the goroce run `directory` (default $GOROCE_RUN_DIR, else /tmp/goroce-UID)")
+	fs.StringVar(&o.dir, "d", "", "the goroce run `directory` (default $GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: smcss [-a | -l] [-e] [-R] [-W] [-d DIR]\n\nThe SMC sockets of running goroce programs (no options: the connected ones).\n\n")
 		fs.PrintDefaults()
@@ -102,7 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 const readTimeout = 2 * time.Second
 
 // gather reads every publishing process in dir. A socket whose process
-// died is skipped quietly; one that answers something else is reported.
+// died is skipped quietly (and removed); one that answers something else,
+// or that another user serves, is reported.
 func gather(dir string, stderr io.Writer) ([]*smcr.Published, error) {
 	paths, err := smcr.PublishedPaths(dir)
 	if err != nil {
@@ -114,7 +120,7 @@ func gather(dir string, stderr io.Writer) ([]*smcr.Published, error) {
 		p, err := smcr.ReadPublished(ctx, path)
 		cancel()
 		switch {
-		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, fs.ErrNotExist):
 			continue // its process is gone
 		case err != nil:
 			fmt.Fprintf(stderr, "smcss: %s\n", printable(err.Error()))

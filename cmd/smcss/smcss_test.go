@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/rundir/rundirtest"
 	"github.com/goroce/goroce/smcr"
 )
 
@@ -185,19 +186,7 @@ func TestLive(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrUnix{Name: smcr.PublishPath(dir, 999999)}))
 	syscall.Close(fd)
-	bad, err := net.Listen("unix", smcr.PublishPath(dir, 999998))
-	require.NoError(t, err)
-	defer bad.Close()
-	go func() {
-		for {
-			c, err := bad.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "goroce-smc 1\n{\"sockets\":1}\n\x1b[31m{not json\n")
-			c.Close()
-		}
-	}()
+	rundirtest.Serve(t, smcr.PublishPath(dir, 999998), "goroce-smc 1\n{\"sockets\":1}\n\x1b[31m{not json\n")
 
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"-a", "-d", dir}, &out, &errOut))
@@ -214,6 +203,7 @@ func TestLive(t *testing.T) {
 	assert.Contains(t, errOut.String(), filepath.Base(smcr.PublishPath(dir, 999998)))
 	assert.Contains(t, errOut.String(), "socket 1 of 1")
 	assert.NotContains(t, errOut.String(), "999999", "a dead process is skipped quietly")
+	assert.NoFileExists(t, smcr.PublishPath(dir, 999999), "and its socket removed")
 	assert.NotContains(t, errOut.String(), "\x1b", "nothing from a publisher reaches the terminal raw")
 
 	out.Reset()
@@ -233,3 +223,30 @@ func col23(s string) string    { return fmt.Sprintf("%-23s ", s) }
 func col21(s string) string    { return fmt.Sprintf("%-21s ", s) }
 func hex8(n uint32) string     { return fmt.Sprintf("%08x", n) }
 func hex6(n uint32) string     { return fmt.Sprintf("%06x", n) }
+
+// fakeListing is what a socket that is not a goroce process of the user's
+// answers: a process smcss must never list.
+const fakeListing = "goroce-smc 1\n{\"pid\":31337,\"uid\":0,\"program\":\"fake\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
+
+// A run directory that others may write to is refused (status 1, and
+// what to do); a socket there that another user serves is reported and
+// not listed.
+func TestUntrustedRunDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o777))
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run([]string{"-a", "-d", dir}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "smcss: read the run directory: run directory "+dir+" has mode 0777")
+	assert.Contains(t, errOut.String(), "chmod go-w it, or set GOROCE_RUN_DIR")
+	assert.Empty(t, out.String())
+
+	t.Run("a socket another user serves", func(t *testing.T) {
+		dir := t.TempDir()
+		path := smcr.PublishPath(dir, 31337)
+		rundirtest.ForeignSocket(t, path, fakeListing)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 0, run([]string{"-a", "-d", dir}, &out, &errOut))
+		assert.NotContains(t, out.String(), "31337")
+		assert.Contains(t, errOut.String(), "socket "+path+" is served by uid 65534, not by you")
+	})
+}

@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 
 	"github.com/goroce/goroce/cmd/internal/pingpong"
+	"github.com/goroce/goroce/internal/rundir"
 )
 
 func main() {
+	rundir.ExitOnSignal() // SIGINT and SIGTERM remove the counter socket
 	os.Exit(pingpong.Main(pingpong.UD, filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -5,8 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/goroce/goroce/internal/rundir"
 )
 
 // A kernel RDMA device shows its counters to every process (sysfs
@@ -35,18 +36,22 @@ import (
 
 const publishMagic = "goroce-counters 1"
 
-// publishWriteTimeout bounds how long a slow reader can hold the publisher
-// (and so Close) up.
-const publishWriteTimeout = time.Second
+const (
+	// publishWriteTimeout bounds how long a slow reader can hold the
+	// publisher (and so Close) up.
+	publishWriteTimeout = time.Second
+	// What a reader accepts at most: the snapshot's bytes and counters
+	// (a device has about a hundred), so that a publisher that lies costs
+	// little.
+	maxPublishedBytes    = 1 << 20
+	maxPublishedCounters = 4096
+)
 
 // RunDir is the directory devices publish in by default: $GOROCE_RUN_DIR,
-// else goroce-UID in the system's temporary directory.
-func RunDir() string {
-	if d := os.Getenv("GOROCE_RUN_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("goroce-%d", os.Getuid()))
-}
+// else $XDG_RUNTIME_DIR/goroce, else goroce-UID in the system's temporary
+// directory. It is trusted only as ssh trusts ~/.ssh (see package
+// internal/rundir): a directory of the user's that nobody else may write.
+func RunDir() string { return rundir.Path() }
 
 // PublishPath is the socket a device bound to ap publishes on in dir.
 func PublishPath(dir string, ap netip.AddrPort) string {
@@ -55,39 +60,31 @@ func PublishPath(dir string, ap netip.AddrPort) string {
 
 // publisher is a device's counter socket.
 type publisher struct {
-	ln   *net.UnixListener
-	path string
+	ln   *rundir.Listener
 	done sync.WaitGroup
 }
 
-// Publish makes the device's counters readable by other processes on the
-// Unix socket PublishPath(dir, d.LocalAddr()); dir "" means RunDir(), which
-// is created (mode 0700) if missing. A socket left by a process that died
-// is replaced; one that answers belongs to a live device, and Publish fails.
-// Close stops publishing and removes the socket. One goroutine serves the
-// socket, answering one connection at a time.
+// Publish makes the device's counters readable by other processes of the
+// user on the Unix socket PublishPath(dir, d.LocalAddr()); dir "" means
+// RunDir(), which is created (mode 0700) if missing. A directory another
+// user owns or may write to is refused, as is a socket there that is not
+// the user's. A socket left by a process that died is replaced; one that
+// answers belongs to a live device, and Publish fails. Close stops
+// publishing and removes the socket. One goroutine serves the socket,
+// answering one connection at a time.
 func (d *Device) Publish(dir string) error {
 	if dir == "" {
 		dir = RunDir()
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
-	}
 	path := PublishPath(dir, d.local)
-	if _, err := os.Stat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return fmt.Errorf("device %s: publish counters: %s already answers for a live device (another process on %v?)", d.name, path, d.local)
-		}
-		_ = os.Remove(path) // stale: its process is gone
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
+	ln, err := rundir.Listen(dir, filepath.Base(path))
+	if errors.Is(err, rundir.ErrInUse) {
+		return fmt.Errorf("device %s: publish counters: %s already answers for a live device (another process on %v?)", d.name, path, d.local)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("device %s: publish counters: %w", d.name, err)
 	}
-	p := &publisher{ln: ln, path: path}
+	p := &publisher{ln: ln}
 	d.pubMu.Lock()
 	defer d.pubMu.Unlock()
 	if d.pubClosed {
@@ -96,7 +93,7 @@ func (d *Device) Publish(dir string) error {
 	}
 	if d.pub != nil {
 		ln.Close()
-		return fmt.Errorf("device %s: already publishing on %s", d.name, d.pub.path)
+		return fmt.Errorf("device %s: already publishing on %s", d.name, d.pub.ln.Path())
 	}
 	d.pub = p
 	p.done.Add(1)
@@ -133,7 +130,7 @@ func (d *Device) stopPublishing() {
 	if p == nil {
 		return
 	}
-	p.ln.Close() // removes the socket file too (net.UnixListener unlinks on Close)
+	p.ln.Close() // removes the socket file too
 	p.done.Wait()
 }
 
@@ -146,10 +143,11 @@ type Published struct {
 	Counters []Counter
 }
 
-// ReadPublished reads the counters a device publishes at path.
+// ReadPublished reads the counters a device publishes at path, if the
+// run directory and the socket are the user's (rundir.Dial). A stale
+// socket is removed; its error wraps syscall.ECONNREFUSED.
 func ReadPublished(ctx context.Context, path string) (*Published, error) {
-	var dl net.Dialer
-	c, err := dl.DialContext(ctx, "unix", path)
+	c, err := rundir.Dial(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
@@ -157,7 +155,10 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 	if t, ok := ctx.Deadline(); ok {
 		_ = c.SetReadDeadline(t)
 	}
-	s := bufio.NewScanner(c)
+	// One byte past the bound tells a snapshot that is too large from one
+	// that fits.
+	lr := &io.LimitedReader{R: c, N: maxPublishedBytes + 1}
+	s := bufio.NewScanner(lr)
 	if !s.Scan() || s.Text() != publishMagic {
 		return nil, fmt.Errorf("read counters: %s does not speak %q", path, publishMagic)
 	}
@@ -179,6 +180,9 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 				return nil, fmt.Errorf("read counters from %s: %w", path, err)
 			}
 		default:
+			if len(p.Counters) == maxPublishedCounters {
+				return nil, fmt.Errorf("read counters from %s: more than %d counters", path, maxPublishedCounters)
+			}
 			v, err := strconv.ParseUint(val, 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("read counters from %s: counter %s: %w", path, name, err)
@@ -188,6 +192,9 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 	}
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("read counters from %s: %w", path, err)
+	}
+	if lr.N == 0 {
+		return nil, fmt.Errorf("read counters from %s: the snapshot is larger than %d bytes", path, maxPublishedBytes)
 	}
 	return p, nil
 }

@@ -5,12 +5,16 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/rundir/rundirtest"
 	"github.com/goroce/goroce/rocev2/backend/memlink"
 )
 
@@ -85,4 +89,131 @@ func TestReadPublishedRejectsOtherServers(t *testing.T) {
 	defer cancel()
 	_, err = ReadPublished(ctx, path)
 	require.ErrorContains(t, err, "does not speak")
+}
+
+// openMem opens a device on an in-memory link at addr.
+func openMem(t *testing.T, addr string) *Device {
+	t.Helper()
+	b, err := memlink.NewNetwork().Attach(netip.MustParseAddrPort(addr))
+	require.NoError(t, err)
+	d, err := New(Config{Backend: b})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// readPublished is ReadPublished with a bound on the wait.
+func readPublished(path string) (*Published, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ReadPublished(ctx, path)
+}
+
+// fakeCounters is what a socket that is not the device's answers: counters
+// that readers must never show.
+const fakeCounters = "goroce-counters 1\nname fake\naddr 127.0.0.1:4791\npid 1\nsent_pkts 99\n"
+
+// A run directory that another user owns or may write to, or that is a
+// symbolic link or no directory, is refused to publishers and readers,
+// with an error that says what is wrong and what to do.
+func TestPublishRefusesUntrustedRunDir(t *testing.T) {
+	ap := netip.MustParseAddrPort("127.0.0.1:4791")
+	base := t.TempDir()
+	dirWith := func(name string, mode os.FileMode) string {
+		d := filepath.Join(base, name)
+		require.NoError(t, os.Mkdir(d, 0o700))
+		require.NoError(t, os.Chmod(d, mode))
+		return d
+	}
+	link := filepath.Join(base, "link")
+	require.NoError(t, os.Symlink(dirWith("target", 0o700), link))
+	notDir := filepath.Join(base, "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	cases := []struct {
+		name, dir, want string
+	}{
+		{"mode 0777", dirWith("world", 0o777), "has mode 0777"},
+		{"group-writable", dirWith("group", 0o775), "has mode 0775"},
+		{"a symbolic link", link, "is a symbolic link"},
+		{"not a directory", notDir, "is not a directory"},
+	}
+	if os.Geteuid() == 0 { // only root can give a directory away
+		d := dirWith("nobody", 0o700)
+		require.NoError(t, os.Chown(d, 65534, 65534))
+		cases = append(cases, struct{ name, dir, want string }{"another user's", d, "belongs to uid 65534"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := openMem(t, ap.String())
+			err := d.Publish(tc.dir)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "not trusted")
+			assert.Contains(t, err.Error(), "GOROCE_RUN_DIR")
+		})
+	}
+	t.Run("a reader in a world-writable directory", func(t *testing.T) {
+		d := dirWith("reader", 0o700)
+		path := PublishPath(d, ap)
+		rundirtest.Serve(t, path, fakeCounters)
+		require.NoError(t, os.Chmod(d, 0o777))
+		p, err := readPublished(path)
+		require.Error(t, err, "read %+v", p)
+		assert.Contains(t, err.Error(), "has mode 0777")
+	})
+}
+
+// A reader removes a stale socket (its process died, by SIGKILL even);
+// a publisher leaves alone a file at its path that is not its socket.
+func TestPublishStaleAndForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	ap := netip.MustParseAddrPort("127.0.0.1:4791")
+	path := PublishPath(dir, ap)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	_, err = readPublished(path)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NoFileExists(t, path, "the reader removes a stale socket")
+
+	require.NoError(t, os.WriteFile(path, []byte("keep"), 0o600))
+	err = openMem(t, ap.String()).Publish(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is not a socket")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b), "a file the publisher did not make is not removed")
+}
+
+// A socket that another user's process serves is refused, though the
+// directory and the socket file are the reader's (root only: it runs a
+// process as nobody).
+func TestReadPublishedRefusesAnotherUsersSocket(t *testing.T) {
+	path := PublishPath(t.TempDir(), netip.MustParseAddrPort("127.0.0.1:4791"))
+	rundirtest.ForeignSocket(t, path, fakeCounters)
+	p, err := readPublished(path)
+	require.Error(t, err, "read %+v", p)
+	assert.Contains(t, err.Error(), "is served by uid 65534, not by you")
+}
+
+// A reader bounds what it takes from a publisher: the counters and the
+// bytes of a snapshot.
+func TestReadPublishedBounded(t *testing.T) {
+	head := "goroce-counters 1\nname x\n"
+	for _, tc := range []struct {
+		name, reply, want string
+	}{
+		{"too many counters", head + strings.Repeat("c 1\n", maxPublishedCounters+1), "more than 4096 counters"},
+		{"too many bytes", head + strings.Repeat("name "+strings.Repeat("x", 1000)+"\n", maxPublishedBytes/1000+1), "larger than 1048576 bytes"},
+		{"a line too long", head + "name " + strings.Repeat("x", 70000) + "\n", "token too long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.sock")
+			rundirtest.Serve(t, path, tc.reply)
+			_, err := readPublished(path)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/race"
+	"github.com/goroce/goroce/rocev2/device"
 )
 
 // procWait bounds every wait for a process: a line, or its exit.
@@ -257,4 +260,23 @@ func TestToolsProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SIGTERM ends a server waiting for its client with 128+signal, and
+// leaves no counter socket behind in the run directory.
+func TestSignalLeavesNoSocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs an ib_write_bw process")
+	}
+	bin := buildTool(t, WriteBW, t.TempDir())
+	run := t.TempDir()
+	t.Setenv("GOROCE_RUN_DIR", run)
+	udpPort := freeUDPPort(t)
+	srv := start(t, bin, "-d", serverAddr, "-p", strconv.Itoa(freeTCPPort(t)), "-udp-port", strconv.Itoa(udpPort))
+	srv.waitLine(t, "Waiting for client to connect")
+	sock := device.PublishPath(run, netip.AddrPortFrom(netip.MustParseAddr(serverAddr), uint16(udpPort)))
+	require.FileExists(t, sock, "the server publishes its counters")
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 143, srv.exit(t), srv.output())
+	assert.NoFileExists(t, sock)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -356,4 +357,35 @@ func TestRouteSource(t *testing.T) {
 	a, err := routeSource(serverAddr, 18515)
 	require.NoError(t, err)
 	assert.True(t, a.IsLoopback(), "the route to %s leaves from %v", serverAddr, a)
+}
+
+// SIGTERM and SIGINT end a server waiting for its client with 128+signal,
+// as they end the original, and leave no counter socket behind in the run
+// directory.
+func TestSignalLeavesNoSocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs pingpong processes")
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		k      *Kind
+		sig    syscall.Signal
+		status int
+	}{
+		{RC, syscall.SIGTERM, 143}, {RC, syscall.SIGINT, 130}, {UD, syscall.SIGTERM, 143},
+	} {
+		t.Run(tc.k.name+"/"+tc.sig.String(), func(t *testing.T) {
+			bin := buildOnce(t, tc.k, dir)
+			run := t.TempDir()
+			t.Setenv("GOROCE_RUN_DIR", run)
+			udpPort := freeUDPPort(t)
+			srv := start(t, bin, "-g", "1", "-d", serverAddr, "-p", strconv.Itoa(freeTCPPort(t)), "-udp-port", strconv.Itoa(udpPort))
+			srv.waitLine(t, "  local address:")
+			sock := device.PublishPath(run, netip.AddrPortFrom(netip.MustParseAddr(serverAddr), uint16(udpPort)))
+			require.FileExists(t, sock, "the server publishes its counters")
+			require.NoError(t, srv.cmd.Process.Signal(tc.sig))
+			assert.Equal(t, tc.status, srv.exit(t), srv.output())
+			assert.NoFileExists(t, sock)
+		})
+	}
 }
