@@ -273,7 +273,12 @@ func TestTapDoesNotAllocate(t *testing.T) {
 // pollingSealer is a sealer that can also receive without blocking.
 type pollingSealer struct{ sealer }
 
-func (p *pollingSealer) WaitReadable() error { return nil }
+// Serve drains once and ends, as if the backend then closed.
+func (p *pollingSealer) Serve(drain func() bool) error {
+	for drain() {
+	}
+	return backend.ErrBackendClosed
+}
 func (p *pollingSealer) TryReceive(pkts []backend.Incoming) (int, error) {
 	n := copy(pkts, p.rx)
 	p.rx = p.rx[n:]
@@ -298,10 +303,14 @@ func TestTapBackendKeepsPoller(t *testing.T) {
 	tap := pcap.NewTap(&pollingSealer{sealer{local: local, rx: []backend.Incoming{{Buf: pkt, Src: peer, ICRC: backend.ICRCBad}}}}, w)
 	p, ok := tap.Backend().(backend.Poller)
 	require.True(t, ok, "a polling backend stays polling")
-	require.NoError(t, p.WaitReadable())
-	n, err := p.TryReceive(make([]backend.Incoming, 4))
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	var n int
+	require.ErrorIs(t, p.Serve(func() bool {
+		k, err := p.TryReceive(make([]backend.Incoming, 4))
+		require.NoError(t, err)
+		n += k
+		return false
+	}), backend.ErrBackendClosed, "Serve is the inner backend's")
+	assert.Equal(t, 1, n, "drained through the tap")
 	n, err = p.TryReceive(make([]backend.Incoming, 4))
 	require.NoError(t, err)
 	assert.Zero(t, n)

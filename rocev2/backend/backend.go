@@ -187,18 +187,25 @@ func (s ICRCStatus) String() string {
 var ErrBackendClosed = errors.New("rocev2: backend closed")
 
 // Poller is implemented by backends that can receive without blocking.
-// With it, the device waits for readiness on its receive goroutine but
-// receives under a lock that any goroutine may take: an application that
-// busy-polls a CQ then drives the device itself (device.Poller), instead
-// of waiting for the runtime to schedule the receive goroutine — which,
-// with every P spinning, can take a scheduler time slice (10 ms).
+// With it, the device's receive goroutine receives under a lock that any
+// goroutine may take: an application that busy-polls a CQ then drives the
+// device itself (device.Poller), instead of waiting for the runtime to
+// schedule the receive goroutine — which, with every P spinning, can take
+// a scheduler time slice (10 ms).
 type Poller interface {
-	// WaitReadable blocks until packets may be waiting (or the backend is
-	// closed: then it returns an error wrapping ErrBackendClosed).
-	WaitReadable() error
 	// TryReceive is Receive without blocking: it returns 0 when nothing
 	// is waiting.
 	TryReceive(pkts []Incoming) (n int, err error)
+	// Serve is the receive goroutine's loop. It calls drain whenever
+	// packets may be waiting, at once and then after each readiness
+	// notification, until the backend is closed; then it returns an error
+	// wrapping ErrBackendClosed. drain takes what waits (TryReceive) and
+	// reports whether it may have left some (it filled its batch): then it
+	// is called again at once; otherwise Serve parks until more arrive.
+	// So no system call asks whether packets wait (no MSG_PEEK), and none
+	// is spent on a receive that finds nothing after one that emptied the
+	// socket: a wait ends on the readiness the runtime's poller reports.
+	Serve(drain func() (more bool)) error
 }
 
 // KeepPolling is for backends that decorate another (a capture tap, a fault
@@ -221,7 +228,7 @@ type pollingDecorator struct {
 	received func([]Incoming)
 }
 
-func (p *pollingDecorator) WaitReadable() error { return p.inner.WaitReadable() }
+func (p *pollingDecorator) Serve(drain func() bool) error { return p.inner.Serve(drain) }
 
 func (p *pollingDecorator) TryReceive(pkts []Incoming) (int, error) {
 	n, err := p.inner.TryReceive(pkts)

@@ -16,10 +16,10 @@ import (
 	"github.com/goroce/goroce/rocev2/backend"
 )
 
-// pollOnly is a backend.Poller whose WaitReadable reports readiness only
-// when the test sends a token on ready, so that packets the test queues are
-// received where the test says: by a Poller (progress) or, after a token,
-// by the receive goroutine. Every Send is recorded as one call.
+// pollOnly is a backend.Poller whose Serve drains only when the test sends
+// a token on ready, so that packets the test queues are received where the
+// test says: by a Poller (progress) or, after a token, by the receive
+// goroutine. Every Send is recorded as one call.
 type pollOnly struct {
 	mu     sync.Mutex
 	in     [][]byte
@@ -52,12 +52,15 @@ func (p *pollOnly) Receive([]backend.Incoming) (int, error) {
 	return 0, backend.ErrBackendClosed
 }
 
-func (p *pollOnly) WaitReadable() error {
-	select {
-	case <-p.ready:
-		return nil
-	case <-p.closed:
-		return backend.ErrBackendClosed
+func (p *pollOnly) Serve(drain func() bool) error {
+	for {
+		select {
+		case <-p.ready:
+			for drain() {
+			}
+		case <-p.closed:
+			return backend.ErrBackendClosed
+		}
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 // The receive path: one goroutine per device (receiveLoop), run to
 // completion. A receive batch is what it handles in one go:
 //
-//  1. Backend.Receive (or, with a backend.Poller backend, TryReceive after
-//     WaitReadable) fills rxBatch: recvmmsg, GRO.
+//  1. Backend.Receive (or, with a backend.Poller backend, TryReceive from
+//     inside its Serve loop) fills rxBatch: recvmmsg, GRO.
 //  2. Each datagram is checked (the backend's Drop verdict, the parser, the
 //     ICRC verdict, the P_Key) and handed to its QP by number.
 //  3. The QP handles it inline; what it answers goes into the outbox,
@@ -88,15 +88,13 @@ func (d *Device) EndRun() { d.out.endRun() }
 func (d *Device) receiveLoop() {
 	defer close(d.rxDone)
 	if p, ok := d.backend.(backend.Poller); ok {
+		drain := func() bool { return d.drain(p) }
 		for {
-			if err := p.WaitReadable(); err != nil {
-				if errors.Is(err, backend.ErrBackendClosed) {
-					return
-				}
-				d.Counters.LinkDowned.Add(1)
-				continue
+			err := p.Serve(drain)
+			if err == nil || errors.Is(err, backend.ErrBackendClosed) {
+				return
 			}
-			d.receiveBatch(p, 0)
+			d.Counters.LinkDowned.Add(1)
 		}
 	}
 	for {
@@ -108,59 +106,90 @@ func (d *Device) receiveLoop() {
 			d.Counters.LinkDowned.Add(1)
 			continue
 		}
-		d.receiveBatch(nil, n)
+		d.rxMu.Lock()
+		hooks := d.beginBatch()
+		d.deliverBatch(n)
+		d.endBatch(hooks)
+		d.rxMu.Unlock()
 	}
 }
 
-// receiveBatch handles one batch inside a run, between the hooks: with a
-// Poller, what it has waiting; else the n datagrams in rxBatch.
-func (d *Device) receiveBatch(p backend.Poller, n int) {
+// drain is the receive goroutine's work with a Poller backend, called by
+// its Serve loop: it takes what waits and handles it as one receive batch
+// of at most maxPollRounds full reads, and reports whether it may have left
+// some (its last read was full), for Serve to call it again at once.
+func (d *Device) drain(p backend.Poller) (more bool) {
+	d.rxMu.Lock()
+	defer d.rxMu.Unlock()
+	n, err := p.TryReceive(d.rxBatch)
+	if err != nil || n == 0 {
+		return false // park: a closed backend ends Serve
+	}
+	hooks := d.beginBatch()
+	d.deliverBatch(n)
+	if n == len(d.rxBatch) {
+		d.flushMidBatch()
+		_, more = d.pollLocked(p, maxPollRounds-1)
+	}
+	d.endBatch(hooks)
+	return more
+}
+
+// beginBatch opens a receive batch: its run, then the begin hooks. rxMu is
+// held.
+func (d *Device) beginBatch() []rxHook {
 	var hooks []rxHook
 	if h := d.hooks.list.Load(); h != nil {
 		hooks = *h
 	}
-	d.rxMu.Lock()
-	defer d.rxMu.Unlock()
 	d.out.beginRun()
-	defer d.out.endRun()
 	for _, h := range hooks {
 		h.begin()
 	}
-	if p != nil {
-		d.pollLocked(p, maxPollRounds)
-	} else {
-		d.deliverBatch(n)
-	}
+	return hooks
+}
+
+// endBatch ends a receive batch: the end hooks, the batch's owed ACKs
+// (unless the device defers them), and the run, whose end sends it all.
+// rxMu is held.
+func (d *Device) endBatch(hooks []rxHook) {
 	for _, h := range hooks {
 		h.end()
 	}
 	if !d.deferACKs {
 		d.acks.flush() // inside the run: with the batch's other answers
 	}
+	d.out.endRun()
+}
+
+// flushMidBatch sends the answers to what a batch has handled so far when
+// more is to come, rather than hold them behind the reading of the rest.
+func (d *Device) flushMidBatch() {
+	if !d.deferACKs && !d.acks.heldNow.Load() {
+		d.acks.flush()
+	}
+	d.Flush()
 }
 
 // pollLocked receives and handles what is waiting, at most rounds full
-// batches; it reports whether there was anything. The caller holds rxMu.
-func (d *Device) pollLocked(p backend.Poller, rounds int) bool {
-	any := false
-	for range rounds {
+// batches; it reports whether there was anything, and whether the last
+// read was full (more may wait). The caller holds rxMu.
+func (d *Device) pollLocked(p backend.Poller, rounds int) (got, full bool) {
+	for r := range rounds {
 		n, err := p.TryReceive(d.rxBatch)
 		if err != nil || n == 0 {
-			return any
+			return got, false
 		}
-		any = true
+		got = true
 		d.deliverBatch(n)
 		if n < len(d.rxBatch) {
-			return any
+			return got, false
 		}
-		// More to come: send the answers to these now rather than hold
-		// them behind the reading of the rest.
-		if !d.deferACKs && !d.acks.heldNow.Load() {
-			d.acks.flush()
+		if r < rounds-1 {
+			d.flushMidBatch()
 		}
-		d.Flush()
 	}
-	return any
+	return got, true
 }
 
 func (d *Device) deliverBatch(n int) {
@@ -192,7 +221,7 @@ func (d *Device) progress() bool {
 	d.releaseHold() // the last hold's ACKs go now
 	d.acks.hold()
 	d.out.beginRun()
-	any := d.pollLocked(p, 1)
+	any, _ := d.pollLocked(p, 1)
 	d.out.endRun()
 	d.rxMu.Unlock()
 	if !any {

@@ -84,6 +84,10 @@ type Backend struct {
 		call    *mmsg.Call
 		kernel  rxKernel
 		slots   []ringSlot // per buffer, what the ring copied into it
+		// drain is Serve's caller's; readFn, bound once, runs it inside
+		// the socket's read: false (park) once a drain left nothing.
+		drain  func() bool
+		readFn func(fd uintptr) bool
 	}
 }
 
@@ -184,6 +188,14 @@ func newBackend(l link, f *os.File, cfg Config) (*Backend, error) {
 		h.SetControllen(rxOOBLen)
 	}
 	b.rx.call = mmsg.NewCall(unix.SYS_RECVMMSG)
+	b.rx.readFn = func(uintptr) bool {
+		for b.rx.drain() {
+			if b.closed.Load() {
+				return true
+			}
+		}
+		return b.closed.Load()
+	}
 	b.rx.kernel = socketKernel{b}
 	return b, nil
 }

@@ -96,17 +96,21 @@ func (k *FakeKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	return n, nil
 }
 
-func (k *FakeKernel) waitReadable() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for len(k.batches) == 0 && !k.closed {
-		k.idle = k.pushed
-		k.cond.Wait()
+func (k *FakeKernel) serve(drain func() bool) error {
+	for {
+		for drain() {
+		}
+		k.mu.Lock()
+		for len(k.batches) == 0 && !k.closed {
+			k.idle = k.pushed
+			k.cond.Wait()
+		}
+		closed := k.closed
+		k.mu.Unlock()
+		if closed {
+			return net.ErrClosed
+		}
 	}
-	if k.closed {
-		return net.ErrClosed
-	}
-	return nil
 }
 
 func (k *FakeKernel) close() {

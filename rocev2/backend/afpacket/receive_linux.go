@@ -7,7 +7,6 @@ import (
 
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
-	"github.com/goroce/goroce/rocev2/backend/internal/mmsg"
 )
 
 // Receive path:
@@ -64,22 +63,19 @@ func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	return b.drain(pkts), nil
 }
 
-// WaitReadable blocks in the runtime poller until a frame is waiting on the
-// socket, without taking it and without touching the receive state.
-func (b *Backend) WaitReadable() error {
+// Serve is the receive loop of backend.Poller (see the UDP backend's):
+// drain runs inside the runtime poller's read of the socket, so a frame
+// (or, with the ring, a block) that arrives while drain works is a
+// readiness the next wait sees, and a drain that left nothing parks
+// without another system call. It touches no receive state itself.
+func (b *Backend) Serve(drain func() bool) error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	var err error
-	if b.ring != nil {
-		err = b.rc.Read(b.ring.readyFn)
-	} else {
-		err = b.rx.kernel.waitReadable()
-	}
-	if err != nil {
+	if err := b.rx.kernel.serve(drain); err != nil {
 		return b.ioError("wait", err)
 	}
-	return nil
+	return errClosed
 }
 
 // recv reads up to want messages, waiting for the first one if wait is
@@ -211,7 +207,9 @@ func auxStatus(oob []byte) uint32 {
 // buggy one might (export_test.go).
 type rxKernel interface {
 	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
-	waitReadable() error
+	// serve calls drain while it reports more, and parks between calls
+	// until a frame may be waiting, until the socket is closed.
+	serve(drain func() bool) error
 	close()
 }
 
@@ -226,7 +224,12 @@ func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	return b.rx.call.Try(b.rc, hdrs)
 }
 
-func (k socketKernel) waitReadable() error { return k.b.rc.Read(mmsg.Peek) }
+func (k socketKernel) serve(drain func() bool) error {
+	b := k.b
+	b.rx.drain = drain
+	defer func() { b.rx.drain = nil }()
+	return b.rc.Read(b.rx.readFn)
+}
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}

@@ -288,13 +288,27 @@ func TestPollingCorruptsLikeReceive(t *testing.T) {
 		require.True(t, ok, "a wrapped memlink backend polls")
 		var out []arrival
 		batch := make([]backend.Incoming, 64)
-		for len(out) < 200 {
-			require.NoError(t, p.WaitReadable())
-			k, err := p.TryReceive(batch)
-			require.NoError(t, err)
-			for _, d := range batch[:k] {
-				out = append(out, arrival{binary.BigEndian.Uint32(d.Buf[rocev2.BTHLen:]), d.ICRC})
-			}
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Serve(func() bool {
+				k, err := p.TryReceive(batch)
+				if err != nil {
+					return false
+				}
+				for _, d := range batch[:k] {
+					out = append(out, arrival{binary.BigEndian.Uint32(d.Buf[rocev2.BTHLen:]), d.ICRC})
+				}
+				if len(out) >= 200 {
+					rx.Close() // ends Serve
+				}
+				return k == len(batch)
+			})
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, backend.ErrBackendClosed)
+		case <-time.After(30 * time.Second): // hang guard only
+			t.Fatal("Serve did not drain 200 packets")
 		}
 		return out
 	}

@@ -138,19 +138,24 @@ func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
 
 var _ backend.Poller = (*Backend)(nil)
 
-// WaitReadable blocks until a packet is queued, without taking it, or until
+// Serve is the receive loop of backend.Poller: it calls drain while it
+// reports more, and waits for a packet to be queued between calls, until
 // Close. With it, a device lets busy-polling CQs receive on their own
 // goroutine (device.Poller), as over UDP.
-func (b *Backend) WaitReadable() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.n == 0 && !b.shut {
-		b.ready.Wait()
+func (b *Backend) Serve(drain func() bool) error {
+	for {
+		for drain() {
+		}
+		b.mu.Lock()
+		for b.n == 0 && !b.shut {
+			b.ready.Wait()
+		}
+		shut := b.shut
+		b.mu.Unlock()
+		if shut {
+			return errClosed
+		}
 	}
-	if b.shut {
-		return errClosed
-	}
-	return nil
 }
 
 // TryReceive is Receive without waiting: it returns 0 when nothing is

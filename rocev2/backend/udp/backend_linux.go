@@ -60,6 +60,10 @@ type Backend struct {
 		off   int
 		// kernel fills the messages: the socket, or a test's stand-in.
 		kernel rxKernel
+		// drain is Serve's caller's; readFn, bound once, runs it inside
+		// the socket's read: false (park) once a drain left nothing.
+		drain  func() bool
+		readFn func(fd uintptr) bool
 	}
 }
 
@@ -135,6 +139,14 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 	}
 	b.rx.call = mmsg.NewCall(unix.SYS_RECVMMSG)
 	b.rx.kernel = socketKernel{b}
+	b.rx.readFn = func(uintptr) bool {
+		for b.rx.drain() {
+			if b.closed.Load() {
+				return true
+			}
+		}
+		return b.closed.Load()
+	}
 	return b, nil
 }
 

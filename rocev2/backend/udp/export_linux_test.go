@@ -102,18 +102,22 @@ func fill(h *unix.Mmsghdr, m *FakeMessage) {
 	h.Hdr.Flags = m.Flags
 }
 
-func (k *FakeKernel) waitReadable() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for len(k.batches) == 0 && !k.closed {
-		// A device waits only once it has handled all it took.
-		k.idle = k.pushed
-		k.cond.Wait()
+func (k *FakeKernel) serve(drain func() bool) error {
+	for {
+		for drain() {
+		}
+		k.mu.Lock()
+		for len(k.batches) == 0 && !k.closed {
+			// A device waits only once it has handled all it took.
+			k.idle = k.pushed
+			k.cond.Wait()
+		}
+		closed := k.closed
+		k.mu.Unlock()
+		if closed {
+			return net.ErrClosed
+		}
 	}
-	if k.closed {
-		return net.ErrClosed
-	}
-	return nil
 }
 
 func (k *FakeKernel) close() {

@@ -1,22 +1,25 @@
 package udp
 
-import "github.com/goroce/goroce/rocev2/backend"
+import (
+	"github.com/goroce/goroce/rocev2/backend"
+)
 
 var _ backend.Poller = (*Backend)(nil)
 
-// WaitReadable blocks in the runtime poller until a datagram is waiting on
-// the socket. It reads nothing, so that the packets can be taken by whichever
-// goroutine receives first, and it touches no receive state: it runs outside
-// the caller's receive lock. (Packets left over from the last read are the
-// receiver's business: the device drains them before it waits again.)
-func (b *Backend) WaitReadable() error {
+// Serve is the receive loop of backend.Poller: drain runs inside the
+// runtime poller's read of the socket (syscall.RawConn.Read), so that a
+// datagram that arrives while drain handles a batch is a readiness the
+// next wait sees at once, and a drain that emptied the socket can park
+// without another recvmmsg to find it empty. It touches no receive state
+// itself: drain receives, under its caller's lock.
+func (b *Backend) Serve(drain func() bool) error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	if err := b.rx.kernel.waitReadable(); err != nil {
+	if err := b.rx.kernel.serve(drain); err != nil {
 		return b.ioError("wait", err)
 	}
-	return nil
+	return errClosed
 }
 
 // TryReceive is Receive without waiting: it hands out what is left of the

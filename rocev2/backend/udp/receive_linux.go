@@ -4,7 +4,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rocev2/backend"
-	"github.com/goroce/goroce/rocev2/backend/internal/mmsg"
 )
 
 // Receive path:
@@ -110,8 +109,9 @@ type rxKernel interface {
 	// recvmmsg fills hdrs as recvmmsg(2) does and returns how many
 	// messages it filled; without wait it returns 0 when none is waiting.
 	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
-	// waitReadable blocks until a datagram is waiting, without taking it.
-	waitReadable() error
+	// serve calls drain while it reports more, and parks between calls
+	// until a datagram may be waiting, until the socket is closed.
+	serve(drain func() bool) error
 	// close wakes what waits in the two above (the backend is closing).
 	close()
 }
@@ -127,7 +127,12 @@ func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	return b.rx.call.Try(b.rc, hdrs)
 }
 
-func (k socketKernel) waitReadable() error { return k.b.rc.Read(mmsg.Peek) }
+func (k socketKernel) serve(drain func() bool) error {
+	b := k.b
+	b.rx.drain = drain
+	defer func() { b.rx.drain = nil }()
+	return b.rc.Read(b.rx.readFn)
+}
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}

@@ -1,6 +1,6 @@
 // Package mmsg makes the batched system calls goroce's socket backends
-// (rocev2/udp, rocev2/afpacket) share: sendmmsg and recvmmsg through a
-// syscall.RawConn without an allocation per call, and a receive peek.
+// (udp, afpacket) share: sendmmsg and recvmmsg through a syscall.RawConn
+// without an allocation per call.
 package mmsg
 
 import (
@@ -77,24 +77,4 @@ func (c *Call) Try(rc syscall.RawConn, hdrs []unix.Mmsghdr) (int, error) {
 		return 0, err
 	}
 	return c.n, c.err
-}
-
-// Peek reports whether a datagram or frame is waiting on fd, without taking
-// it. It makes the system call itself: unix.Recvfrom would also ask for the
-// sender's address, which costs a getsockopt and an allocation per call. An
-// empty datagram counts as waiting (the call returns 0 bytes and no error),
-// and so does an error, which the next receive reports.
-func Peek(fd uintptr) bool {
-	var one [1]byte
-	for {
-		_, _, err := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&one[0])), 1,
-			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-		switch err {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		return true
-	}
 }
