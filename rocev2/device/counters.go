@@ -9,9 +9,17 @@ import (
 // Counters are the device's hardware-style counters, named like rxe's
 // (rxe_hw_counters.c) so that dashboards and diff scripts carry over, plus
 // goroce's per-reason drop counters. All fields are updated atomically.
+//
+// Every datagram the device takes from its backend is counted once, under
+// rcvd_pkts (delivered: past the checks of rxe's hdr_check, the transport
+// type, the QP's state and the peer's address included, as rxe counts
+// rcvd_pkts only there) or under one drop reason before delivery
+// (Received sums them). What the transport then makes of a delivered
+// packet (a duplicate, a UC or UD message dropped) is
+// counted again under that outcome.
 type Counters struct {
 	SentPkts            atomic.Uint64 // sent_pkts
-	RcvdPkts            atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP
+	RcvdPkts            atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP's transport
 	DuplicateRequest    atomic.Uint64 // duplicate_request
 	OutOfSeqRequest     atomic.Uint64 // out_of_seq_request
 	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
@@ -95,6 +103,18 @@ func (c *Counters) Snapshot() []Counter {
 		out = append(out, Counter{name, v})
 	}
 	return out
+}
+
+// Received returns how many datagrams the device has taken from its
+// backend: those delivered (rcvd_pkts) and those dropped before delivery,
+// each counted under one reason.
+func (c *Counters) Received() uint64 {
+	n := c.RcvdPkts.Load() + c.RcvdUnknownQP.Load() + c.RcvdPKeyErr.Load() +
+		c.RcvdWrongQPType.Load() + c.RcvdQPStateDrop.Load() + c.RcvdAddrErr.Load()
+	for i := range c.Dropped {
+		n += c.Dropped[i].Load()
+	}
+	return n
 }
 
 // Get returns the value of the named counter and whether it exists.

@@ -15,8 +15,9 @@ import (
 
 type recordingQP struct{ got chan uint32 }
 
-func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (r *recordingQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) bool {
 	r.got <- pkt.BTH().DestQP()
+	return true
 }
 
 // waitCounter waits until c() reaches want.

@@ -104,7 +104,7 @@ type echoQP struct {
 	cq  *cq.CQ
 }
 
-func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) bool {
 	o := e.dev.Outbox()
 	f := rocev2.Fields{Opcode: rocev2.RCReadResponseOnly, PKey: 0xffff, DestQP: 0x99}
 	b, _ := f.AppendHeaders(o.Buffer(), 3+len(pkt.Payload()))
@@ -112,6 +112,7 @@ func (e *echoQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	o.Commit(rocev2.AppendTrailer(b, 3+len(pkt.Payload())), dg.Addr)
 	o.Done()
 	e.cq.Notify(e.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
+	return true
 }
 
 // post builds one request per payload, in one post, as PostSend does.
@@ -310,7 +311,7 @@ type ackQP struct {
 	cq  *cq.CQ
 }
 
-func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
+func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) bool {
 	o := a.dev.Outbox()
 	syndrome := uint8(0x1F) // ACK, credits invalid
 	if string(pkt.Payload()) == "nak" {
@@ -321,6 +322,7 @@ func (a *ackQP) HandlePacket(pkt *rocev2.Packet, dg *rocev2.Datagram) {
 	o.Commit(b, dg.Addr)
 	o.Done()
 	a.cq.Notify(a.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
+	return true
 }
 
 // With DeferACKs, the plain ACKs a receive batch calls for wait for the
