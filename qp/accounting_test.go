@@ -45,6 +45,7 @@ func TestEachDatagramCountedOnce(t *testing.T) {
 		{"no such QP", peer, rocev2.Fields{Opcode: rocev2.RCSendOnly, DestQP: 1}, "rcvd_unknown_qp", ""},
 		{"another partition", peer, rocev2.Fields{Opcode: rocev2.RCSendOnly, DestQP: l.q.QPN(), PKey: 0x8001}, "rcvd_pkey_err", ""},
 		{"the repeated last ACK", peer, rocev2.Fields{Opcode: rocev2.RCAcknowledge, Syndrome: 0x1F, DestQP: l.q.QPN(), PSN: 0x1FF}, "rcvd_pkts", ""},
+		{"a ghost NAK", peer, rocev2.Fields{Opcode: rocev2.RCAcknowledge, Syndrome: 0x61, DestQP: l.q.QPN(), PSN: 0x400200}, "rcvd_pkts", "rcvd_ghost_resp"},
 		{"a duplicate request", peer, rocev2.Fields{Opcode: rocev2.RCSendOnly, DestQP: l.q.QPN(), PSN: 0xFF}, "rcvd_pkts", "duplicate_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +59,7 @@ func TestEachDatagramCountedOnce(t *testing.T) {
 			require.Eventually(t, func() bool { return counters(l)[tc.counted] > before[tc.counted] }, waitLimit, 50*time.Microsecond)
 			after := counters(l)
 			assert.Equal(t, before["received"]+1, after["received"], "counted once in all")
-			for _, name := range []string{"rcvd_pkts", "rcvd_addr_err", "rcvd_wrong_qp_type", "rcvd_qp_state_drop", "rcvd_unknown_qp", "rcvd_pkey_err", "duplicate_request"} {
+			for _, name := range []string{"rcvd_pkts", "rcvd_addr_err", "rcvd_wrong_qp_type", "rcvd_qp_state_drop", "rcvd_unknown_qp", "rcvd_pkey_err", "rcvd_ghost_resp", "duplicate_request"} {
 				want := before[name]
 				if name == tc.counted || name == tc.beside {
 					want++

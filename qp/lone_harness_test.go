@@ -147,3 +147,5 @@ func (l *loneRC) view() qpView {
 	v.sendWRs = uint64(l.cq.Poll(l.wcs))
 	return v
 }
+
+func (l *loneRC) ghosts() uint64 { return l.dev.Counters.RcvdGhostResp.Load() }

@@ -15,7 +15,7 @@ import (
 // type, the QP's state and the peer's address included, as rxe counts
 // rcvd_pkts only there) or under one drop reason before delivery
 // (Received sums them). What the transport then makes of a delivered
-// packet (a duplicate, a UC or UD message dropped) is
+// packet (a duplicate, a ghost response, a UC or UD message dropped) is
 // counted again under that outcome.
 type Counters struct {
 	SentPkts            atomic.Uint64 // sent_pkts
@@ -42,11 +42,20 @@ type Counters struct {
 	RcvdPKeyErr         atomic.Uint64 // rcvd_pkey_err
 	RcvdQPStateDrop     atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
 	RcvdAddrErr         atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
-	QKeyViol            atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
-	RcvdDropNoWQE       atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
-	RcvdDropLen         atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
-	RcvdDropAccess      atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
-	RcvdDropSeq         atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
+	// rcvd_ghost_resp: RC response (ACK, NAK, RNR NAK, READ response,
+	// atomic ACK) for a PSN its kind may not name: not sent, or already
+	// answered (qp/ghost.go); dropped. rxe has no such counter: it ignores
+	// the older ones silently and takes one past its oldest WQE as
+	// acknowledging that WQE. The name is goroce's own, in rxe's style,
+	// beside rxe's names rather than in place of one: those keep rxe's
+	// meanings (a ghost NAK is not in rcvd_naks or rcvd_seq_err), so a
+	// script that compares the two devices still compares like with like.
+	RcvdGhostResp  atomic.Uint64
+	QKeyViol       atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
+	RcvdDropNoWQE  atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
+	RcvdDropLen    atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
+	RcvdDropAccess atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
+	RcvdDropSeq    atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -85,6 +94,7 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},
 		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
 		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
+		{"rcvd_ghost_resp", c.RcvdGhostResp.Load()},
 		{"qkey_viol", c.QKeyViol.Load()},
 		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
 		{"rcvd_drop_len", c.RcvdDropLen.Load()},
