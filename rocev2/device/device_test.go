@@ -47,7 +47,7 @@ func TestDeviceDropsAndCounts(t *testing.T) {
 	qpn, err := d.AddQP(rec)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, qpn, uint32(FirstQPN))
-	require.Less(t, qpn, uint32(FirstQPN+MaxQP))
+	require.Less(t, qpn, uint32(multicastQPN))
 
 	good := func(qpn uint32, pkey uint16) []byte {
 		f := rocev2.Fields{Opcode: rocev2.RCSendOnly, PKey: pkey, DestQP: qpn}
