@@ -2,6 +2,8 @@ package qp
 
 // The completer handles what comes back for the send queue:
 //
+//  0. A response whose PSN its kind may not name (nothing sent there, or
+//     answered already) is a ghost: dropped and counted (ghost.go).
 //  1. Every response acknowledges earlier PSNs: an ACK with PSN p covers
 //     p and below, a NAK, RNR NAK, READ response or atomic ACK with PSN p
 //     covers everything below p. SEND/WRITE WQEs so covered complete, in
@@ -46,9 +48,6 @@ func (c *completer) start(q *QP) {
 // complete handles one response packet. It reports whether the send side
 // made progress (so the requester may send more).
 func (q *QP) complete(pkt *rocev2.Packet) bool {
-	if q.sq.head == q.sq.req && (q.sq.head == q.sq.tail || q.sq.at(q.sq.head).nextPkt == 0) {
-		return false // nothing in flight: a stale or ghost response
-	}
 	op := pkt.Opcode()
 	psn := pkt.BTH().PSN()
 	aeth := pkt.AETH()
@@ -63,8 +62,12 @@ func (q *QP) complete(pkt *rocev2.Packet) bool {
 	if aeth != nil {
 		kind = aeth.Syndrome().Kind()
 	}
-	if psn.Before(q.comp.psn.Add(^uint32(0))) && !op.Is(rocev2.OpPayload) {
-		return false // older than anything outstanding
+	if q.isGhost(op, kind, psn) {
+		q.dev.Counters.RcvdGhostResp.Add(1)
+		return false // ghost.go: not for anything this QP has outstanding
+	}
+	if q.sq.head == q.sq.req && (q.sq.head == q.sq.tail || q.sq.at(q.sq.head).nextPkt == 0) {
+		return false // nothing in flight: the repeated last ACK, or an answer to what a rewind is about to resend
 	}
 
 	through := psn.Add(^uint32(0)) // psn - 1
@@ -128,7 +131,10 @@ func (q *QP) complete(pkt *rocev2.Packet) bool {
 func (q *QP) ackThrough(through rocev2.PSN) bool {
 	progress := false
 	if !through.Before(q.comp.psn) && !q.comp.psn.After(q.req.psn) {
-		// Only PSNs actually sent can be acknowledged.
+		// isGhost keeps through below req.maxSent. After a rewind the
+		// peer may acknowledge PSNs from req.psn up to there, sent before
+		// the rewind: comp.psn must not pass req.psn, and the WQEs there
+		// are to be sent again anyway (wqePosted stops the loop below).
 		if !through.Before(q.req.psn) {
 			through = q.req.psn.Add(^uint32(0))
 		}
@@ -178,10 +184,7 @@ func (q *QP) onReadResponse(pkt *rocev2.Packet, psn rocev2.PSN) bool {
 	if w == nil || w.op != WRRDMARead || !psn.InRange(w.firstPSN, w.lastPSN) {
 		return false // not for the READ we wait for: stale
 	}
-	if psn.Before(q.comp.psn) {
-		return false // duplicate
-	}
-	if psn.After(q.comp.psn) {
+	if psn.After(q.comp.psn) { // (one before comp.psn is a ghost: a duplicate)
 		q.dev.Counters.RcvdSeqErr.Add(1)
 		q.retryFrom(q.comp.psn, retryImplied) // a response went missing
 		return false

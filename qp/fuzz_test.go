@@ -88,7 +88,7 @@ func FuzzInbound(f *testing.F) {
 	gid := device.GIDFromAddr(netip.MustParseAddr("127.0.0.66"))
 	access := device.AccessRemoteWrite | device.AccessRemoteRead | device.AccessRemoteAtomic
 	fence := func() {
-		fl := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 0xABCDE}
+		fl := rocev2.Fields{Opcode: rocev2.RCAcknowledge, PKey: 0xffff, DestQP: 1}
 		b, _ := fl.Append(nil, nil)
 		before := dev.Counters.RcvdUnknownQP.Load()
 		if err := attacker.Send([]backend.Outgoing{{Buf: b, Dst: be.LocalAddr()}}); err != nil {

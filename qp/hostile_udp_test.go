@@ -95,9 +95,9 @@ func TestPingPongSurvivesHostileDatagrams(t *testing.T) {
 	}
 	wg.Wait()
 
-	// A fence: a well-formed packet to a QP that does not exist, after
+	// A fence: a well-formed packet to QP 1, which is never a QP's number, after
 	// everything else on the same socket (loopback keeps order).
-	send(sealed(rocev2.Fields{Opcode: rocev2.RCAcknowledge, DestQP: 0xABCDE}, nil))
+	send(sealed(rocev2.Fields{Opcode: rocev2.RCAcknowledge, DestQP: 1}, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()
 	for counter("rcvd_unknown_qp") == start["rcvd_unknown_qp"] {

@@ -17,7 +17,8 @@ import (
 // ICRC cannot catch it) may fail the connection, but never hangs it: every
 // posted SEND completes, successfully or with an error that flushes the
 // rest. (Not with retry_cnt 7 taken as "forever", rxe's reading: an ACK
-// whose PSN was flipped forward acknowledges packets the responder never
+// whose PSN was flipped forward, but not past the last PSN sent (beyond,
+// it is a ghost and dropped), acknowledges packets the responder never
 // got, its NAKs for them are then older than anything outstanding and
 // ignored, as IBTA and rxe ignore them, and the requester retries forever.
 // Only a finite retry count, or a liveness check above RC such as SMC-R's

@@ -515,12 +515,14 @@ func (q *QP) ackTimeout() time.Duration {
 }
 
 // HandlePacket is called by the device's receive loop for each packet
-// addressed to this QP.
-func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
+// addressed to this QP. It reports whether the packet passed the header
+// checks (transport, state, for RC and UC the peer's address) and reached
+// the transport; a packet that did not is counted under the check.
+func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) bool {
 	op := pkt.Opcode()
 	if op&0xE0 != q.tr {
 		q.dev.Counters.RcvdWrongQPType.Add(1)
-		return
+		return false
 	}
 	q.mu.Lock()
 	defer q.unlock()
@@ -529,10 +531,10 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 		// check (ud.go).
 		if q.state != RTR && q.state != RTS && q.state != SQD {
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
-			return
+			return false
 		}
 		q.respondUD(pkt, dg)
-		return
+		return true
 	}
 	if dg.Src.Addr().Unmap().WithZone("") != q.raddr.Addr() {
 		// A connected QP takes packets only from its peer's address, as
@@ -540,23 +542,23 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 		// and a PSN could write into the stream. (The UDP source port
 		// varies per flow and is not checked.)
 		q.dev.Counters.RcvdAddrErr.Add(1)
-		return
+		return false
 	}
 	switch {
 	case op.Is(rocev2.OpRequest):
 		if q.state != RTR && q.state != RTS && q.state != SQD {
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
-			return
+			return false
 		}
 		if q.typ == UC {
 			q.respondUC(pkt)
-			return
+			return true
 		}
 		q.respond(pkt)
 	case op.Is(rocev2.OpResponse):
 		if q.state != RTS && q.state != SQD {
 			q.dev.Counters.RcvdQPStateDrop.Add(1)
-			return
+			return false
 		}
 		// The window may have moved, a gate opened or a retry begun: send
 		// what can go now (into the outbox, after everything this QP built
@@ -564,6 +566,7 @@ func (q *QP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 		q.complete(pkt)
 		q.runRequester()
 	}
+	return true
 }
 
 // RandomPSN returns a random 24-bit PSN, as applications choose initial PSNs.

@@ -9,9 +9,17 @@ import (
 // Counters are the device's hardware-style counters, named like rxe's
 // (rxe_hw_counters.c) so that dashboards and diff scripts carry over, plus
 // goroce's per-reason drop counters. All fields are updated atomically.
+//
+// Every datagram the device takes from its backend is counted once, under
+// rcvd_pkts (delivered: past the checks of rxe's hdr_check, the transport
+// type, the QP's state and the peer's address included, as rxe counts
+// rcvd_pkts only there) or under one drop reason before delivery
+// (Received sums them). What the transport then makes of a delivered
+// packet (a duplicate, a ghost response, a UC or UD message dropped) is
+// counted again under that outcome.
 type Counters struct {
 	SentPkts            atomic.Uint64 // sent_pkts
-	RcvdPkts            atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP
+	RcvdPkts            atomic.Uint64 // rcvd_pkts: accepted and delivered to a QP's transport
 	DuplicateRequest    atomic.Uint64 // duplicate_request
 	OutOfSeqRequest     atomic.Uint64 // out_of_seq_request
 	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
@@ -34,11 +42,20 @@ type Counters struct {
 	RcvdPKeyErr         atomic.Uint64 // rcvd_pkey_err
 	RcvdQPStateDrop     atomic.Uint64 // rcvd_qp_state_drop: QP not ready to receive
 	RcvdAddrErr         atomic.Uint64 // rcvd_addr_err: RC/UC packet from an address other than the QP's peer
-	QKeyViol            atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
-	RcvdDropNoWQE       atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
-	RcvdDropLen         atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
-	RcvdDropAccess      atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
-	RcvdDropSeq         atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
+	// rcvd_ghost_resp: RC response (ACK, NAK, RNR NAK, READ response,
+	// atomic ACK) for a PSN its kind may not name: not sent, or already
+	// answered (qp/ghost.go); dropped. rxe has no such counter: it ignores
+	// the older ones silently and takes one past its oldest WQE as
+	// acknowledging that WQE. The name is goroce's own, in rxe's style,
+	// beside rxe's names rather than in place of one: those keep rxe's
+	// meanings (a ghost NAK is not in rcvd_naks or rcvd_seq_err), so a
+	// script that compares the two devices still compares like with like.
+	RcvdGhostResp  atomic.Uint64
+	QKeyViol       atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
+	RcvdDropNoWQE  atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
+	RcvdDropLen    atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
+	RcvdDropAccess atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
+	RcvdDropSeq    atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -77,6 +94,7 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_pkey_err", c.RcvdPKeyErr.Load()},
 		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
 		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
+		{"rcvd_ghost_resp", c.RcvdGhostResp.Load()},
 		{"qkey_viol", c.QKeyViol.Load()},
 		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
 		{"rcvd_drop_len", c.RcvdDropLen.Load()},
@@ -95,6 +113,18 @@ func (c *Counters) Snapshot() []Counter {
 		out = append(out, Counter{name, v})
 	}
 	return out
+}
+
+// Received returns how many datagrams the device has taken from its
+// backend: those delivered (rcvd_pkts) and those dropped before delivery,
+// each counted under one reason.
+func (c *Counters) Received() uint64 {
+	n := c.RcvdPkts.Load() + c.RcvdUnknownQP.Load() + c.RcvdPKeyErr.Load() +
+		c.RcvdWrongQPType.Load() + c.RcvdQPStateDrop.Load() + c.RcvdAddrErr.Load()
+	for i := range c.Dropped {
+		n += c.Dropped[i].Load()
+	}
+	return n
 }
 
 // Get returns the value of the named counter and whether it exists.

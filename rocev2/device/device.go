@@ -39,8 +39,11 @@ type QPHandler interface {
 	// datagram pkt was parsed from: its sender, and what the backend
 	// learnt of the IP header it came in (the IPv4 ID, TTL, TOS). Both
 	// are valid only during the call. Packets sent in response are built
-	// into the device's Outbox.
-	HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming)
+	// into the device's Outbox. It reports whether the packet passed the
+	// QP's own header checks (transport type, state, source address) and
+	// reached its transport; one that did not, it has counted under the
+	// reason (rcvd_pkts counts the others).
+	HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) (delivered bool)
 }
 
 // DefaultHoldLimit is how long a packet may wait in the outbox at most

@@ -116,7 +116,7 @@ type owingQP struct {
 	queued bool
 }
 
-func (q *owingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
+func (q *owingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) bool {
 	if p := string(pkt.Payload()); p == "nak" {
 		q.build("nak:" + p)
 		q.owed = ""
@@ -128,6 +128,7 @@ func (q *owingQP) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 		}
 	}
 	q.cq.Notify(q.cq.Push(&cq.WC{Opcode: cq.OpRecv}, false))
+	return true
 }
 
 func (q *owingQP) SendOwedACK() {

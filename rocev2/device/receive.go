@@ -271,8 +271,9 @@ func (d *Device) deliver(dg *backend.Incoming, pkt *rocev2.Packet) {
 		d.Counters.RcvdUnknownQP.Add(1)
 		return
 	}
-	d.Counters.RcvdPkts.Add(1)
-	h.HandlePacket(pkt, dg)
+	if h.HandlePacket(pkt, dg) {
+		d.Counters.RcvdPkts.Add(1)
+	}
 }
 
 // countDrop counts a datagram rejected for reason e. A reason outside the
