@@ -247,29 +247,10 @@ func (b *bench) runPoint(workloads []string, clients int, mode string, rep int, 
 			for _, w := range redisWL {
 				report(&result{Workload: w, Clients: clients, Mode: mode, Rep: rep, Err: err.Error()})
 			}
-			return nil
-		}
-		s1, err := b.srv.stats()
-		if err != nil {
-			rc.close()
+			// and the uperf workload still runs
+		} else if err := b.runRedis(redisWL, clients, mode, rep, cs, rc, s0, report); err != nil {
 			return err
 		}
-		connErr := connCheck(cs, mode, clients, serverDelta(s0, s1, mode))
-		for _, w := range redisWL {
-			r := &result{Workload: w, Clients: clients, Mode: mode, Rep: rep}
-			set := w == wlSet
-			err := b.measure(r, func(bd *bound, h *hist) (int64, error) { return rc.run(bd, set, h) }, rc.close)
-			if err != nil {
-				rc.close()
-				return err
-			}
-			b.fill(r, cs, serverDelta(s0, s1, mode), connErr)
-			if cs.dials != clients {
-				r.addErr(fmt.Sprintf("%d connections dialed for %d clients (a client reconnected)", cs.dials, clients))
-			}
-			report(r)
-		}
-		rc.close()
 	}
 	if len(uperfWL) > 0 {
 		s0, err := b.srv.stats()
@@ -348,4 +329,31 @@ func (b *bench) runAll(workloads []string, clients []int, modes []string, reps i
 		}
 	}
 	return all, nil
+}
+
+// runRedis measures the redis workloads on the connected clients rc and
+// closes them.
+func (b *bench) runRedis(redisWL []string, clients int, mode string, rep int, cs *conns, rc *redisClients, s0 ctlResp, report func(*result)) error {
+	s1, err := b.srv.stats()
+	if err != nil {
+		rc.close()
+		return err
+	}
+	connErr := connCheck(cs, mode, clients, serverDelta(s0, s1, mode))
+	for _, w := range redisWL {
+		r := &result{Workload: w, Clients: clients, Mode: mode, Rep: rep}
+		set := w == wlSet
+		err := b.measure(r, func(bd *bound, h *hist) (int64, error) { return rc.run(bd, set, h) }, rc.close)
+		if err != nil {
+			rc.close()
+			return err
+		}
+		b.fill(r, cs, serverDelta(s0, s1, mode), connErr)
+		if cs.dials != clients {
+			r.addErr(fmt.Sprintf("%d connections dialed for %d clients (a client reconnected)", cs.dials, clients))
+		}
+		report(r)
+	}
+	rc.close()
+	return nil
 }
