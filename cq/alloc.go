@@ -4,18 +4,15 @@ import "context"
 
 // Allocator is where an upper layer (SMC-R, a benchmark) gets the CQs of
 // its queue pairs and through which their completions reach their
-// handlers. Two designs implement it:
-//
-//   - Pool, the kernel's CQ pool (ib_cq_pool_get): shared CQs per
-//     completion vector whose completions carry their handler (Entry, the
-//     ib_cqe way);
-//   - Legacy, Linux SMC-R's design before it moved to the pool: one send
-//     and one receive CQ for the whole device, a single tasklet-like
-//     poller, and wr_id sequence numbers that the poller looks up in each
-//     link's pending slots.
-//
-// Code written against Allocator and Reservation runs on either, which is
-// what the CQ-pooling experiment compares.
+// handlers. Pool, the kernel's CQ pool (ib_cq_pool_get: shared CQs per
+// completion vector whose completions carry their handler, the ib_cqe way)
+// implements it; so does the design Linux SMC-R had before it moved to the
+// pool, which the benchmarks bring (internal/cqlegacy: one send and one
+// receive CQ for the whole device, a single tasklet-like poller, wr_id
+// sequence numbers looked up in each link's pending slots). Code written
+// against Allocator and Reservation runs on either, which is what the
+// CQ-pooling experiment compares; cqtest holds the checks every design
+// runs.
 type Allocator interface {
 	// Reserve sets aside nCQE entries for one queue pair's send and
 	// receive completions.
@@ -40,6 +37,12 @@ type Reservation interface {
 	// completion must call e.Done. The pool: (0, e). The legacy design: a
 	// fresh sequence number recorded in a pending slot, and no Entry.
 	Tag(e Entry) (wrid uint64, entry Entry)
+	// TagUnsignaled is Tag for an unsignaled work request, which completes
+	// only in error: the pool names e; the legacy design, whose pending
+	// slots a request that never completes would never free, names
+	// nothing, and its error completion reaches the design's orphan
+	// handler instead.
+	TagUnsignaled(e Entry) (wrid uint64, entry Entry)
 	// Drain waits until every completion pushed before the call has been
 	// handled: after the QP is destroyed, no Done of its work requests
 	// runs once Drain returns. Not from a handler of the same CQ.
@@ -48,7 +51,7 @@ type Reservation interface {
 	Release()
 }
 
-// Device is what a Pool or Legacy needs of a device whose QPs use its CQs
+// Device is what a Pool (or another design) needs of a device whose QPs use its CQs
 // to run to completion on it (PoolConfig.Devices); rocev2/device.Device
 // implements it.
 type Device interface {

@@ -37,6 +37,9 @@ func (l *Lease) Bind(uint32) {}
 // Tag returns (0, e): the completion carries e.
 func (l *Lease) Tag(e Entry) (uint64, Entry) { return 0, e }
 
+// TagUnsignaled returns 0 and e, as Tag does.
+func (l *Lease) TagUnsignaled(e Entry) (uint64, Entry) { return 0, e }
+
 // Drain waits until every completion pushed to the lease's CQ before the
 // call has been handled.
 func (l *Lease) Drain(ctx context.Context) error { return l.m.Drain(ctx) }

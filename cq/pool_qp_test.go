@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
@@ -95,7 +96,7 @@ func pooled(cfg cq.PoolConfig, pc cq.PollContext) design {
 }
 
 var legacy = design{
-	new:     func(d []cq.Device) cq.Allocator { return cq.NewLegacy(cq.LegacyConfig{Devices: d}) },
+	new:     func(d []cq.Device) cq.Allocator { return cqlegacy.New(cqlegacy.Config{Devices: d}) },
 	reserve: cq.Allocator.Reserve,
 }
 

@@ -1,7 +1,6 @@
 package cq
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -80,78 +79,6 @@ func TestPoolGetRejects(t *testing.T) {
 	require.ErrorIs(t, err, ErrPoolClosed)
 }
 
-// Every pushed completion reaches its own entry exactly once, in every
-// poll context and in legacy mode, with handlers that push more work from
-// inside Done (as a ULP posts from its completion handler).
-func TestEntriesRunExactlyOnce(t *testing.T) {
-	for _, tc := range allocModes {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newAlloc(t, tc)
-			const leases, per, chained = 8, 300, 2
-			var total atomic.Int64
-			var wg sync.WaitGroup
-			var entries [][]*onceEntry
-			for i := 0; i < leases; i++ {
-				l, err := tc.reserve(p, per*(1+chained))
-				require.NoError(t, err)
-				qpn := uint32(100 + i)
-				l.Bind(qpn)
-				list := make([]*onceEntry, 0, per*(1+chained))
-				pushE := func(e *onceEntry) {
-					wrid, entry := l.Tag(e)
-					require.NoError(t, push(l.SendCQ(), &WC{WRID: wrid, Entry: entry, QPNum: qpn}, false))
-				}
-				for j := 0; j < per; j++ {
-					// The first entry of each chain pushes the next ones
-					// from its Done.
-					chain := make([]*onceEntry, 1+chained)
-					for k := range chain {
-						chain[k] = &onceEntry{total: &total}
-					}
-					list = append(list, chain...)
-					head := &chainEntry{onceEntry: chain[0], next: chain[1:], push: pushE}
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						wrid, entry := l.Tag(head)
-						if err := push(l.SendCQ(), &WC{WRID: wrid, Entry: entry, QPNum: qpn}, false); err != nil {
-							t.Error(err)
-						}
-					}()
-				}
-				entries = append(entries, list)
-			}
-			wg.Wait()
-			ctx := guardCtx(t)
-			want := int64(leases * per * (1 + chained))
-			waitFor(t, ctx, "all completions", func() bool { return total.Load() == want })
-			for _, list := range entries {
-				for _, e := range list {
-					require.Equal(t, int32(1), e.fired.Load())
-				}
-			}
-			s := p.Stats()
-			assert.Equal(t, uint64(want), s.Completions)
-			assert.Zero(t, s.Orphans)
-			assert.NotZero(t, s.Wakeups)
-		})
-	}
-}
-
-// chainEntry completes, then pushes its followers from inside Done.
-type chainEntry struct {
-	*onceEntry
-	next []*onceEntry
-	push func(*onceEntry)
-}
-
-func (c *chainEntry) Done(wc *WC) {
-	c.onceEntry.Done(wc)
-	for _, e := range c.next {
-		c.push(e)
-	}
-}
-
 // Completions without an Entry go to OnOrphan, not lost, not a crash.
 func TestOrphans(t *testing.T) {
 	var orphans atomic.Int64
@@ -181,19 +108,4 @@ func TestDirectProcessBudget(t *testing.T) {
 	require.NoError(t, push(m.CQ(), &WC{Entry: e}, false))
 	require.NoError(t, m.Drain(guardCtx(t)), "drain processes a direct CQ itself")
 	assert.Equal(t, int64(21), got.Load())
-}
-
-// Close stops every poller goroutine, in every mode, even with work queued.
-func TestCloseStopsPollers(t *testing.T) {
-	for _, tc := range allocModes {
-		a := tc.new(nil)
-		for range 3 {
-			l, err := tc.reserve(a, 16)
-			require.NoError(t, err)
-			require.NoError(t, push(l.SendCQ(), &WC{Entry: &countEntry{}}, false))
-		}
-		require.NoError(t, a.Close(), tc.name)
-		require.NoError(t, a.Close(), tc.name)
-	}
-	noPoolGoroutines(t)
 }

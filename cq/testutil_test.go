@@ -64,7 +64,7 @@ func noPoolGoroutines(t testing.TB) {
 	waitFor(t, ctx, "pool goroutines to stop", func() bool {
 		buf := make([]byte, 1<<20)
 		s := string(buf[:runtime.Stack(buf, true)])
-		return !containsAny(s, "cq.(*runQueue).work", "cq.(*Legacy).loop")
+		return !containsAny(s, "cq.(*runQueue).work")
 	})
 }
 
@@ -83,30 +83,4 @@ func push(c *CQ, wc *WC, solicited bool) error {
 	fired, err := c.Push(wc, solicited)
 	c.Notify(fired, err)
 	return err
-}
-
-// allocMode is one completion design a test runs on: how to make it (on
-// the given devices, to run to completion) and how to reserve from it.
-type allocMode struct {
-	name    string
-	new     func(devices []Device) Allocator
-	reserve func(a Allocator, n int) (Reservation, error)
-}
-
-func reserveIn(pc PollContext) func(Allocator, int) (Reservation, error) {
-	return func(a Allocator, n int) (Reservation, error) { return a.(*Pool).Get(n, -1, pc) }
-}
-
-var allocModes = []allocMode{
-	{"softirq", func(d []Device) Allocator { return NewPool(PoolConfig{Vectors: 2, Devices: d}) }, reserveIn(PollSoftIRQ)},
-	{"softirq no DIM", func(d []Device) Allocator { return NewPool(PoolConfig{Vectors: 2, NoDIM: true, Devices: d}) }, reserveIn(PollSoftIRQ)},
-	{"workqueue", func(d []Device) Allocator { return NewPool(PoolConfig{Vectors: 2, Workers: 3, Devices: d}) }, reserveIn(PollWorkqueue)},
-	{"legacy", func(d []Device) Allocator { return NewLegacy(LegacyConfig{Devices: d}) }, Allocator.Reserve},
-}
-
-// newAlloc makes mode's design; the test's cleanup closes it.
-func newAlloc(t testing.TB, mode allocMode, devices ...Device) Allocator {
-	a := mode.new(devices)
-	t.Cleanup(func() { a.Close() })
-	return a
 }

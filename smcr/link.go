@@ -275,17 +275,11 @@ func (e *writeEntry) Done(wc *cq.WC) {
 	}
 }
 
-// writeTag returns the wr_id and Entry of an unsignaled RDMA WRITE: the
-// pooled design names the write entry; the legacy design's pending slots
-// are for signaled requests only (an unsignaled one would never free its
-// slot), so there the WRITE carries none and an error completion reaches
-// the design's orphan handler, which takes the link down the same way.
-func (l *link) writeTag() (uint64, cq.Entry) {
-	if l.lgr.st.design == CQLegacy {
-		return 0, nil
-	}
-	return 0, &l.write
-}
+// writeTag returns the wr_id and Entry of an unsignaled RDMA WRITE, as
+// the completion design tags one (cq.Reservation.TagUnsignaled): where it
+// names none, an error completion reaches the design's orphan handler,
+// which takes the link down the same way.
+func (l *link) writeTag() (uint64, cq.Entry) { return l.res.TagUnsignaled(&l.write) }
 
 // fail takes the link down: it is of no further use. The link group's
 // worker sees dead closed and ends the group, aborting its connections.

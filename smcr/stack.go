@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
@@ -99,7 +100,7 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) b
 		// leaving at once, as Linux SMC-R ran before the CQ pool. (Given
 		// the device it would run to completion on the receive goroutine
 		// like the pool, which Linux never did: cq-bench's legacy-rtc.)
-		s.cqs = cq.NewLegacy(cq.LegacyConfig{OnOrphan: s.onOrphan})
+		s.cqs = cqlegacy.New(cqlegacy.Config{OnOrphan: s.onOrphan})
 	} else {
 		s.cqs = cq.NewPool(cq.PoolConfig{Devices: devs})
 	}

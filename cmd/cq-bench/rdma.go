@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend/udp"
@@ -109,9 +110,9 @@ func newAllocator(mode string, dev *device.Device) (cq.Allocator, error) {
 	rtc := []cq.Device{dev}
 	switch mode {
 	case "legacy":
-		return cq.NewLegacy(cq.LegacyConfig{}), nil
+		return cqlegacy.New(cqlegacy.Config{}), nil
 	case "legacy-rtc":
-		return cq.NewLegacy(cq.LegacyConfig{Devices: rtc}), nil
+		return cqlegacy.New(cqlegacy.Config{Devices: rtc}), nil
 	case "pooled":
 		return cq.NewPool(cq.PoolConfig{Devices: rtc}), nil
 	case "nodim":

@@ -1,33 +1,40 @@
-package cq
+// Package cqlegacy is Linux SMC-R's completion design before it moved to
+// the RDMA core's CQ pool, kept for the comparison the pool exists for
+// (cmd/smc-bench's smc-original mode, cmd/cq-bench): a cq.Allocator that
+// the benchmarks bring to smcr and to their own queue pairs. It is not part
+// of goroce's API.
+package cqlegacy
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goroce/goroce/cq"
 )
 
 // Legacy is Linux SMC-R's completion design before it moved to the CQ pool,
 // kept on purpose for the comparison the pool exists for: one send CQ and
 // one receive CQ for the whole device, a single tasklet-like poller
-// goroutine that polls under one lock in batches of LegacyBatch, and work
+// goroutine that polls under one lock in batches of Batch, and work
 // requests identified by sequence-number wr_ids that the poller resolves by
-// a linear search of the link's pending slots. It implements Allocator, so
+// a linear search of the link's pending slots. It implements cq.Allocator, so
 // the same upper-layer code runs on it and on Pool.
 type Legacy struct {
 	mu     sync.Mutex // the one lock: polling, slot search, tagging, links
-	send   *CQ
-	recv   *CQ
-	links  map[uint32]*LegacyLink
+	send   *cq.CQ
+	recv   *cq.CQ
+	links  map[uint32]*Link
 	seq    uint64
 	used   int
 	closed bool
-	wcs    []WC    // poller only
-	found  []Entry // poller only
-	orphan func(*WC)
-	// devices bracket every tasklet run (LegacyConfig.Devices).
-	devices []Device
-	// Running the tasklet on a receive goroutine (LegacyConfig.Devices):
+	wcs    []cq.WC    // poller only
+	found  []cq.Entry // poller only
+	orphan func(*cq.WC)
+	// devices bracket every tasklet run (Config.Devices).
+	devices []cq.Device
+	// Running the tasklet on a receive goroutine (Config.Devices):
 	// rxBatches counts receive batches in progress, pending records an
 	// event left to them, runMu keeps the tasklet on one goroutine at a
 	// time, removes unregister the hooks.
@@ -51,38 +58,38 @@ type Legacy struct {
 	nDrain atomic.Int32
 }
 
-// LegacyBatch is SMC_WR_MAX_POLL_CQE.
-const LegacyBatch = 10
+// Batch is SMC_WR_MAX_POLL_CQE.
+const Batch = 10
 
-// LegacyDepth is SMC_MAX_CQE, the depth of each of the two device CQs.
-const LegacyDepth = 32766
+// Depth is SMC_MAX_CQE, the depth of each of the two device CQs.
+const Depth = 32766
 
-// LegacyConfig configures a Legacy design.
-type LegacyConfig struct {
+// Config configures a Legacy design.
+type Config struct {
 	// OnOrphan, if set, receives completions whose wr_id matches no
 	// pending slot.
-	OnOrphan func(*WC)
+	OnOrphan func(*cq.WC)
 	// OnAsyncError, if set, receives CQ overflows.
 	OnAsyncError func(error)
 	// Devices, as in PoolConfig: given them, the tasklet runs on the
 	// receive goroutine after a batch that fired it (what Linux never did;
 	// the benchmark's legacy-rtc mode, to show how much running to
 	// completion alone is worth).
-	Devices []Device
+	Devices []cq.Device
 }
 
-var _ Allocator = (*Legacy)(nil)
+var _ cq.Allocator = (*Legacy)(nil)
 
-// NewLegacy starts the legacy design's tasklet goroutine.
-func NewLegacy(cfg LegacyConfig) *Legacy {
+// New starts the legacy design's tasklet goroutine.
+func New(cfg Config) *Legacy {
 	l := &Legacy{
-		links: map[uint32]*LegacyLink{}, orphan: cfg.OnOrphan, devices: cfg.Devices,
-		wcs: make([]WC, LegacyBatch), found: make([]Entry, LegacyBatch),
+		links: map[uint32]*Link{}, orphan: cfg.OnOrphan, devices: cfg.Devices,
+		wcs: make([]cq.WC, Batch), found: make([]cq.Entry, Batch),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), gen: make(chan struct{}),
 	}
-	ccfg := Config{OnEvent: l.onEvent, OnAsyncError: cfg.OnAsyncError}
-	l.send, _ = New(LegacyDepth, ccfg) // LegacyDepth is in range
-	l.recv, _ = New(LegacyDepth, ccfg)
+	ccfg := cq.Config{OnEvent: l.onEvent, OnAsyncError: cfg.OnAsyncError}
+	l.send, _ = cq.New(Depth, ccfg) // Depth is in range
+	l.recv, _ = cq.New(Depth, ccfg)
 	l.send.Arm(false)
 	l.recv.Arm(false)
 	for _, d := range cfg.Devices {
@@ -93,8 +100,8 @@ func NewLegacy(cfg LegacyConfig) *Legacy {
 	return l
 }
 
-// LegacyLink is one QP's pending slots: a Reservation of the legacy design.
-type LegacyLink struct {
+// Link is one QP's pending slots: a cq.Reservation of the legacy design.
+type Link struct {
 	l     *Legacy
 	n     int
 	slots []legacySlot
@@ -102,11 +109,11 @@ type LegacyLink struct {
 	put   atomic.Bool
 }
 
-var _ Reservation = (*LegacyLink)(nil)
+var _ cq.Reservation = (*Link)(nil)
 
 type legacySlot struct {
 	wrid uint64 // 0: free
-	e    Entry
+	e    cq.Entry
 }
 
 func (l *Legacy) onEvent() {
@@ -129,27 +136,27 @@ func (l *Legacy) wakeLoop() {
 }
 
 // Reserve makes a link with n pending slots on the device CQs.
-func (l *Legacy) Reserve(n int) (Reservation, error) {
+func (l *Legacy) Reserve(n int) (cq.Reservation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, ErrPoolClosed
+		return nil, cq.ErrPoolClosed
 	}
-	if n < 1 || l.used+n > LegacyDepth {
-		return nil, fmt.Errorf("cq: legacy: %d entries do not fit the device CQs (%d of %d reserved)", n, l.used, LegacyDepth)
+	if n < 1 || l.used+n > Depth {
+		return nil, fmt.Errorf("cq: legacy: %d entries do not fit the device CQs (%d of %d reserved)", n, l.used, Depth)
 	}
 	l.used += n
-	return &LegacyLink{l: l, n: n, slots: make([]legacySlot, n)}, nil
+	return &Link{l: l, n: n, slots: make([]legacySlot, n)}, nil
 }
 
 // SendCQ returns the device-wide send CQ.
-func (k *LegacyLink) SendCQ() *CQ { return k.l.send }
+func (k *Link) SendCQ() *cq.CQ { return k.l.send }
 
 // RecvCQ returns the device-wide receive CQ.
-func (k *LegacyLink) RecvCQ() *CQ { return k.l.recv }
+func (k *Link) RecvCQ() *cq.CQ { return k.l.recv }
 
 // Bind records that the link's work requests come from QP qpn.
-func (k *LegacyLink) Bind(qpn uint32) {
+func (k *Link) Bind(qpn uint32) {
 	l := k.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,8 +165,8 @@ func (k *LegacyLink) Bind(qpn uint32) {
 }
 
 // Tag records e in a free pending slot under a fresh sequence number and
-// returns it as the wr_id, with no Entry.
-func (k *LegacyLink) Tag(e Entry) (uint64, Entry) {
+// returns it as the wr_id, with no cq.Entry.
+func (k *Link) Tag(e cq.Entry) (uint64, cq.Entry) {
 	l := k.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -176,12 +183,16 @@ func (k *LegacyLink) Tag(e Entry) (uint64, Entry) {
 	return l.seq, nil
 }
 
+// TagUnsignaled returns no wr_id and no Entry: an unsignaled request
+// completes only in error, and then as an orphan (Config.OnOrphan).
+func (k *Link) TagUnsignaled(cq.Entry) (uint64, cq.Entry) { return 0, nil }
+
 // Drain waits until every completion pushed to the device CQs before the
 // call has been handled.
-func (k *LegacyLink) Drain(ctx context.Context) error { return k.l.drain(ctx) }
+func (k *Link) Drain(ctx context.Context) error { return k.l.drain(ctx) }
 
 // Release returns the link's slots and entries.
-func (k *LegacyLink) Release() {
+func (k *Link) Release() {
 	if !k.put.CompareAndSwap(false, true) {
 		return
 	}
@@ -198,7 +209,7 @@ func (k *LegacyLink) Release() {
 
 // resolve finds and frees the pending slot of wc (smc_wr_tx_find_pending_index:
 // a linear search). The caller holds l.mu.
-func (l *Legacy) resolve(wc *WC) Entry {
+func (l *Legacy) resolve(wc *cq.WC) cq.Entry {
 	k := l.links[wc.QPNum]
 	if k == nil {
 		return nil
@@ -232,12 +243,16 @@ func (l *Legacy) loop() {
 func (l *Legacy) run(inBatch bool) {
 	l.wakeups.Add(1)
 	if !inBatch {
-		beginRun(l.devices)
+		for _, d := range l.devices {
+			d.BeginRun()
+		}
 	}
 	l.tasklet(l.send, &l.sendDisp)
 	l.tasklet(l.recv, &l.recvDisp)
 	if !inBatch {
-		endRun(l.devices)
+		for _, d := range l.devices {
+			d.EndRun()
+		}
 	}
 }
 
@@ -267,7 +282,7 @@ func (l *Legacy) rxEnd() {
 // tasklet is smc_wr_tx_tasklet_fn / smc_wr_rx_tasklet_fn: poll in batches
 // until empty, re-arming during the first pass, then a second pass to catch
 // what slipped in around the arm.
-func (l *Legacy) tasklet(c *CQ, disp *atomic.Uint64) {
+func (l *Legacy) tasklet(c *cq.CQ, disp *atomic.Uint64) {
 	for pass := 1; pass <= 2; pass++ {
 		for {
 			l.mu.Lock()
@@ -293,7 +308,7 @@ func (l *Legacy) tasklet(c *CQ, disp *atomic.Uint64) {
 						l.orphan(wc)
 					}
 				}
-				l.wcs[i], l.found[i] = WC{}, nil
+				l.wcs[i], l.found[i] = cq.WC{}, nil
 			}
 			disp.Add(uint64(n))
 			if l.nDrain.Load() > 0 {
@@ -326,11 +341,11 @@ func (l *Legacy) drain(ctx context.Context) error {
 }
 
 // Stats returns the design's counters (its two CQs as one pool).
-func (l *Legacy) Stats() PoolStats {
+func (l *Legacy) Stats() cq.PoolStats {
 	l.mu.Lock()
 	used := l.used
 	l.mu.Unlock()
-	return PoolStats{
+	return cq.PoolStats{
 		CQs: 2, Wakeups: l.wakeups.Load(), InlineRuns: l.inlineRuns.Load(), Completions: l.sendDisp.Load() + l.recvDisp.Load(),
 		Orphans: l.orphans.Load(), Reserved: used,
 	}
