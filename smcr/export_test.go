@@ -52,3 +52,22 @@ func Pending(c net.Conn) int {
 	defer sc.smc.mu.Unlock()
 	return int(sc.smc.produced - sc.smc.consumed)
 }
+
+// HoldCDCSlots takes every CDC send slot of the link a connection uses (as
+// writers on a busy link hold them) until release is called. Tests only.
+func HoldCDCSlots(c net.Conn) (release func()) {
+	l := c.(*Conn).smc.g.lnk
+	held := make([]*txSlot, 0, txSlots)
+	for range txSlots {
+		s, err := l.slot(nil)
+		if err != nil {
+			break
+		}
+		held = append(held, s)
+	}
+	return func() {
+		for _, s := range held {
+			l.release(s)
+		}
+	}
+}
