@@ -122,7 +122,7 @@ func New(cfg Config) (*Device, error) {
 	if d.name == "" {
 		d.name = "goroce0"
 	}
-	d.mac = macFor(d.local.Addr())
+	d.mac = randomMAC()
 	if mac, ok := rocev2.LinkOf(cfg.Backend); ok {
 		d.mac = mac // a real interface's: GID 0 is its IPv6 link-local address
 	}
@@ -170,7 +170,7 @@ func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 
 // MAC returns the port's MAC address, from which the link-local GID and the
 // node GUID derive: the interface's when the backend owns one
-// (rocev2.Link), else a locally administered one from the device's address.
+// (rocev2.Link), else a random locally administered one.
 func (d *Device) MAC() [6]byte { return d.mac }
 
 // Attr returns the device attributes (ibv_query_device).
