@@ -4,6 +4,7 @@ import (
 	"net"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/smcr/smcwire"
 )
 
 // SetBackendWrapper makes the stacks opened from now on wrap their UDP
@@ -71,3 +72,9 @@ func HoldCDCSlots(c net.Conn) (release func()) {
 		}
 	}
 }
+
+// PeerIDOf returns the SMC peer ID of the stack a connection uses.
+func PeerIDOf(c net.Conn) smcwire.PeerID { return c.(*Conn).st.peerID }
+
+// LinkDown reports whether the link of a connection's group is down.
+func LinkDown(c net.Conn) bool { return c.(*Conn).smc.g.lnk.down.Load() }

@@ -32,10 +32,11 @@ type stack struct {
 
 	stats stackStats
 
-	mu     sync.Mutex // guards refs, lgrs, closed
-	refs   int
-	lgrs   []*linkGroup // newest first, as Linux's list: a burst fills the newest group
-	closed bool
+	mu            sync.Mutex // guards refs, lgrs, firstContacts, closed
+	refs          int
+	lgrs          []*linkGroup             // newest first, as Linux's list: a burst fills the newest group
+	firstContacts map[lgrKey]chan struct{} // under way; closed when each ends (joinOrClaim)
+	closed        bool
 }
 
 var stacks = struct {
@@ -91,7 +92,7 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 		be.Close()
 		return nil, err
 	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design}
+	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, firstContacts: map[lgrKey]chan struct{}{}}
 	devs := []cq.Device{dev}
 	if design == CQLegacy {
 		// Without the device: the original design's tasklet is woken per
@@ -106,6 +107,9 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(rocev2.Backend) ro
 	s.gid, _ = dev.GID(1)
 	s.mac = dev.MAC()
 	// Linux's system identifier: two random bytes and a MAC of the host.
+	// The device's MAC is random too (it has no interface of its own), so
+	// none of the peer ID can be guessed: a stranger's Proposal cannot
+	// claim another client's link group by naming its peer ID.
 	if _, err := rand.Read(s.peerID[:2]); err != nil {
 		s.cqs.Close()
 		dev.Close()
@@ -156,11 +160,6 @@ func (s *stack) release() {
 	s.mu.Unlock()
 	stacks.Unlock()
 	if last {
-		// The first-contact locks are keyed by the stack: left in their
-		// package-level map they would keep its device, CQs and links
-		// reachable for the life of the process.
-		firstContactLocks.Delete(fcKey{s, roleClient})
-		firstContactLocks.Delete(fcKey{s, roleServer})
 		s.cqs.Close()
 		s.dev.Close()
 		stackClosed()
