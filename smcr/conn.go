@@ -123,8 +123,11 @@ func (c *Conn) closeTCP() {
 		if c.sig != nil {
 			c.sig.Forget(c.tcp)
 		}
-		if c.reset.Load() {
+		switch {
+		case c.reset.Load():
 			_ = c.tcp.SetLinger(0) // RST, as Linux's tcp_abort
+		case c.smc != nil:
+			_ = c.tcp.SetLinger(-1) // the default again: an orderly close (see watchTCP)
 		}
 		_ = c.tcp.Close()
 		if c.st != nil {

@@ -20,6 +20,7 @@ func DropConfirmLinks(n int32) { dropConfirmLinks.Store(n) }
 type StackStats struct {
 	BadCDC, BadLLC, UnknownToken, StaleCDC, CDCViolation uint64
 	RKeysDeleted, RKeysUnconfirmed                       uint64
+	TCPBytes                                             uint64
 }
 
 // StatsOf returns the counters of the stack a connection uses.
@@ -31,7 +32,7 @@ func StatsFunc(c *Conn) func() StackStats {
 	s := &c.smc.g.st.stats
 	return func() StackStats {
 		return StackStats{s.badCDC.Load(), s.badLLC.Load(), s.unknownToken.Load(), s.staleCDC.Load(), s.cdcViolation.Load(),
-			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load()}
+			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load(), s.tcpBytes.Load()}
 	}
 }
 
@@ -75,6 +76,9 @@ func HoldCDCSlots(c net.Conn) (release func()) {
 
 // PeerIDOf returns the SMC peer ID of the stack a connection uses.
 func PeerIDOf(c net.Conn) smcwire.PeerID { return c.(*Conn).st.peerID }
+
+// TCPOf returns the TCP connection under a connection.
+func TCPOf(c net.Conn) *net.TCPConn { return c.(*Conn).tcp }
 
 // LinkDown reports whether the link of a connection's group is down.
 func LinkDown(c net.Conn) bool { return c.(*Conn).smc.g.lnk.down.Load() }

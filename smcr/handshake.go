@@ -229,6 +229,7 @@ func (h *handshake) finishConn(c *Conn) {
 	c.info.FirstContact = h.first
 	c.info.PeerHost = h.g.peerHost
 	track(c)
+	c.watchTCP()
 }
 
 // waitCLC reads the next CLC message. As in Linux, a message that cannot

@@ -69,6 +69,8 @@ type linkGroup struct {
 	deleting  bool         // a deleter goroutine runs
 	retired   []*device.MR // RMBs the peer never confirmed deleting
 	released  bool         // the QP is gone: an RMB is deregistered at once
+	toCheck   []*smcConn   // connections whose TCP connection ended, for checkPeer
+	checking  bool         // a checker goroutine runs
 
 	flowMu  sync.Mutex     // one local LLC flow at a time
 	resp    chan []byte    // the response to the current local flow

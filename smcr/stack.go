@@ -180,6 +180,7 @@ type stackStats struct {
 	unknownToken atomic.Uint64 // a CDC for no connection of the link group
 	staleCDC     atomic.Uint64 // a CDC with an old sequence number
 	cdcViolation atomic.Uint64 // a CDC whose cursors break the protocol (aborts the connection)
+	tcpBytes     atomic.Uint64 // bytes on an SMC-R connection's TCP connection after the handshake (aborts it)
 }
 
 func (s *stack) count(c *atomic.Uint64) { c.Add(1) }
