@@ -369,7 +369,9 @@ func TestPattern(t *testing.T) {
 	srv, port := listen(t, ctx, strings.NewReader("not the pattern"), args("-v", "-l", sa.String(), "0")...)
 	cli := start(t, ctx, strings.NewReader(""), args("-pattern", "1000", "-s", ca.String(), sa.String(), port)...)
 	assert.Equal(t, exitConn, cli.wait(t))
-	assert.Contains(t, cli.stdout.String(), "conn 0: 1000 bytes sent, 0 echoed and checked, the echo differs at byte 0")
+	// How much was sent when the mismatch closed the connection depends
+	// on which of the client's reader and sender ran first.
+	assert.Regexp(t, `^conn 0: [0-9]+ bytes sent, 0 echoed and checked, the echo differs at byte 0\n$`, cli.stdout.String())
 	srv.wait(t)
 }
 
