@@ -120,7 +120,7 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 		s.urgent = true
 	}
 	if cf&smcwire.CDCPeerConnAbort != 0 {
-		s.peerAborted = true
+		s.peerAborted, s.peerAbortErr = true, errAborted
 		s.failLocked(errAborted)
 		s.closeProgressLocked()
 		return

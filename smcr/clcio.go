@@ -22,42 +22,48 @@ import (
 const maxCLCLen = 1024
 
 var (
-	// errNotCLC: the peer's first bytes are not a CLC message (a plain
-	// TCP peer, in configured signalling): they are application data.
+	// errNotCLC: the peer's first bytes are not a CLC message (its
+	// protocol is another).
 	errNotCLC = errors.New("smcr: the peer's first bytes are not an SMC CLC message")
 	// errCLCTimeout: no CLC message within the handshake timeout.
 	errCLCTimeout = errors.New("smcr: timed out waiting for a CLC message")
+
+	// ErrPeerNotSMC is the error of a dial whose peer answered the CLC
+	// Proposal with bytes that are not CLC: the peer does not speak SMC.
+	ErrPeerNotSMC = errors.New("smcr: the peer does not speak SMC")
 )
 
 // clcReader reads CLC messages from a TCP connection into one buffer.
 type clcReader struct {
-	c       net.Conn
-	buf     [maxCLCLen]byte
-	read    []byte // bytes read before they turned out not to be CLC
-	started bool   // some byte came from the peer
+	c    net.Conn
+	buf  [maxCLCLen]byte
+	read []byte // the first bytes, when they turned out not to be CLC
 }
 
 // next reads one CLC message, waiting at most wait. The message is valid
-// until the next call. A message whose first bytes are not an eyecatcher
-// returns errNotCLC with those bytes kept in r.read.
+// until the next call. The header is read as it comes: as soon as its
+// bytes cannot begin a CLC message, next returns errNotCLC (those bytes
+// kept in r.read) without waiting for more (a peer of another protocol
+// may answer with a few bytes and wait).
 func (r *clcReader) next(wait time.Duration) (smcwire.CLC, error) {
 	_ = r.c.SetReadDeadline(time.Now().Add(wait))
 	defer r.c.SetReadDeadline(time.Time{})
 	h := r.buf[:smcwire.CLCHeaderLen]
-	n, err := io.ReadFull(r.c, h)
-	r.started = r.started || n > 0
-	if err != nil {
-		r.read = h[:n]
-		if n > 0 && !eyecatcherPrefix(h[:n]) {
+	for n := 0; n < len(h); {
+		k, err := r.c.Read(h[n:])
+		n += k
+		if !eyecatcherPrefix(h[:n]) {
+			r.read = h[:n]
 			return nil, errNotCLC
 		}
-		return nil, readErr(err)
+		if err != nil {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, readErr(err)
+		}
 	}
-	if !smcwire.IsCLC(h) {
-		r.read = h
-		return nil, errNotCLC
-	}
-	n = int(h[5])<<8 | int(h[6])
+	n := int(h[5])<<8 | int(h[6])
 	if n < smcwire.CLCHeaderLen || n > maxCLCLen {
 		return nil, fmt.Errorf("smcr: a CLC message announces %d bytes, out of range %d..%d", n, smcwire.CLCHeaderLen, maxCLCLen)
 	}

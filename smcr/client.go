@@ -35,7 +35,7 @@ func (h *handshake) client() error {
 		return err
 	}
 	h.clcVersion = 2
-	m, err := h.waitCLC("Accept")
+	m, err := h.waitCLC("Accept", cfg.HandshakeTimeout)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (h *handshake) client() error {
 			return err
 		}
 	}
-	h.unlockPending()
+	h.endFirstContact()
 	return nil
 }
 
@@ -109,14 +109,20 @@ func (h *handshake) knownEID(e smcwire.EID) bool {
 // existing one the server chose (its GID and QP).
 func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 	peerGID := a.GID()
+	key := lgrKey{role: roleClient, v2: h.v2, peerID: a.PeerID(), peerGID: peerGID}
 	if !a.FirstContact() {
+		// As Linux, which serializes the two: a group whose first contact
+		// is under way is waited for, so that it can be the one.
 		known := false
-		h.g = h.st.findLinkGroup(roleClient, h.v2, a.PeerID(), peerGID, func(g *linkGroup) bool {
+		g, err := h.joinLinkGroup(key, func(g *linkGroup) bool {
 			known = known || g.usable() // one that is ending or never got ready is not the server's
 			return g.lnk.peerQPN == a.QPN()
-		})
+		}, false)
 		switch {
-		case h.g != nil:
+		case err != nil:
+			return err
+		case g != nil:
+			h.g = g
 			return nil
 		case known:
 			return decline(smcwire.DiagNoSrvLink, "the server reuses a link group whose link (QP %#x) this side does not have", a.QPN())
@@ -125,9 +131,14 @@ func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 		return &declineErr{diag: smcwire.DiagSyncErr, outOfSync: true,
 			err: fmt.Errorf("the server reuses a link group (peer GID %v) this side does not have", peerGID)}
 	}
-	h.pending = firstContactLock(h.st, roleClient)
-	h.pending.Lock()
-	g, err := newLinkGroup(h.st, roleClient, h.v2, a.PeerID(), peerGID, h.cfg)
+	// Another first contact to the same server under way is not waited
+	// for (the server asks for a new group); the claim, if this one gets
+	// it, makes the subsequent contacts that name the group wait for it.
+	never := func(*linkGroup) bool { return false }
+	if _, wait, release := h.st.joinOrClaim(key, never, true); wait == nil {
+		h.release = release
+	}
+	g, err := newLinkGroup(h.st, key, h.cfg)
 	if err != nil {
 		return decline(smcwire.DiagMem, "%v", err)
 	}

@@ -93,9 +93,10 @@ func (s *smcConn) close() error {
 	if active && s.c != nil {
 		// As Linux: an active close shuts the TCP connection down right
 		// after its CDC (the socket itself is released when the SMC close
-		// completes).
+		// completes). Its reading side stays open (a shutdown of it sends
+		// nothing): the watch goes on seeing a peer that dies before it
+		// closes.
 		_ = s.c.tcp.CloseWrite()
-		_ = s.c.tcp.CloseRead()
 	}
 	s.mu.Lock()
 	if abort {

@@ -25,8 +25,9 @@ const (
 	SignalOption
 	// SignalConfigured sends no option (an unprivileged process cannot):
 	// SMC is spoken only when Config.PeerSpeaksSMC says the peer does, on
-	// both sides; everything else is plain TCP. A Linux peer always falls
-	// back in this mode, since it requires the option.
+	// both sides; everything else is plain TCP. A Linux peer never speaks
+	// SMC in this mode, since it requires the option (so it is plain TCP
+	// to a side without PeerSpeaksSMC, and closed by one with it).
 	SignalConfigured
 )
 
@@ -78,7 +79,9 @@ type Config struct {
 	// PeerSpeaksSMC, in SignalConfigured mode (or SignalAuto without
 	// privileges), says the peer speaks SMC although no option said so:
 	// the client sends a CLC Proposal, the server expects one. Both sides
-	// must set it.
+	// must set it: a peer taken to speak SMC that answers with something
+	// else is closed (a dial fails with ErrPeerNotSMC), as Linux closes a
+	// peer that signalled SMC and then does not speak it.
 	PeerSpeaksSMC bool
 
 	// UEIDs are the user-defined EIDs SMC-Rv2 negotiates (as `smcr ueid
@@ -110,10 +113,20 @@ type Config struct {
 	// HandshakeTimeout bounds each wait for a CLC message (0: 6 s, as
 	// Linux; the whole handshake takes at most a few of them).
 	HandshakeTimeout time.Duration
+	// ProposalTimeout bounds a listener's wait for a client's whole CLC
+	// Proposal, which a client sends as soon as it is connected (0: 2 s;
+	// at most HandshakeTimeout): a connection that says nothing, or half
+	// a message, is closed that soon.
+	ProposalTimeout time.Duration
 	// MaxPendingHandshakes bounds the handshakes a listener runs at once
-	// (0: 256): a flood of connections that never finish their CLC
-	// exchange cannot take more.
-	MaxPendingHandshakes int
+	// (0: 256), and MaxHandshakesPerSource those of them for one client
+	// IP address (0: 16). Connections beyond them wait their turn, the
+	// addresses taking turns, so that connections that never finish their
+	// CLC exchange hold up only those from their own address; at most
+	// four times MaxPendingHandshakes wait (then the oldest of the address
+	// with the most waiting is closed).
+	MaxPendingHandshakes   int
+	MaxHandshakesPerSource int
 	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
 	Hostname string
 
@@ -132,7 +145,9 @@ const (
 	defaultLinger          = 10 * time.Minute
 	defaultTestLink        = 30 * time.Second
 	defaultHandshakeWait   = 6 * time.Second
+	defaultProposalWait    = 2 * time.Second
 	defaultPendingHandshks = 256
+	defaultPerSource       = 16
 )
 
 // withDefaults returns c with every zero field set to its default, or an
@@ -163,8 +178,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = defaultHandshakeWait
 	}
+	if c.ProposalTimeout <= 0 {
+		c.ProposalTimeout = defaultProposalWait
+	}
+	c.ProposalTimeout = min(c.ProposalTimeout, c.HandshakeTimeout)
 	if c.MaxPendingHandshakes <= 0 {
 		c.MaxPendingHandshakes = defaultPendingHandshks
+	}
+	if c.MaxHandshakesPerSource <= 0 {
+		c.MaxHandshakesPerSource = defaultPerSource
 	}
 	if c.Hostname == "" {
 		c.Hostname, _ = os.Hostname()

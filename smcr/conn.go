@@ -17,12 +17,11 @@ import (
 // io.ReaderFrom / io.WriterTo (which move data straight between the
 // connection's buffers and the other end).
 type Conn struct {
-	tcp    *net.TCPConn
-	sig    *tcpopt.Signaller // to Forget the socket when it closes
-	info   ConnInfo          // the handshake's part; counters are live
-	prefix []byte            // fallback: bytes the handshake read, handed out first
-	smc    *smcConn          // nil for a fallback connection
-	st     *stack            // the stack an SMC connection holds a reference on
+	tcp  *net.TCPConn
+	sig  *tcpopt.Signaller // to Forget the socket when it closes
+	info ConnInfo          // the handshake's part; counters are live
+	smc  *smcConn          // nil for a fallback connection
+	st   *stack            // the stack an SMC connection holds a reference on
 
 	closeOnce sync.Once
 	tcpOnce   sync.Once
@@ -36,9 +35,9 @@ var (
 )
 
 // newFallback returns a fallback connection over tcp, with the reason.
-func newFallback(tcp *net.TCPConn, sig *tcpopt.Signaller, info ConnInfo, diag smcwire.DiagCode, by string, prefix []byte) *Conn {
+func newFallback(tcp *net.TCPConn, sig *tcpopt.Signaller, info ConnInfo, diag smcwire.DiagCode, by string) *Conn {
 	info.Mode, info.Fallback, info.FallbackBy = ModeFallback, diag, by
-	c := &Conn{tcp: tcp, sig: sig, info: info, prefix: prefix}
+	c := &Conn{tcp: tcp, sig: sig, info: info}
 	track(c)
 	return c
 }
@@ -47,11 +46,6 @@ func newFallback(tcp *net.TCPConn, sig *tcpopt.Signaller, info ConnInfo, diag sm
 func (c *Conn) Read(p []byte) (int, error) {
 	if c.smc != nil {
 		return c.smc.read(p)
-	}
-	if len(c.prefix) > 0 {
-		n := copy(p, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
 	}
 	return c.tcp.Read(p)
 }
@@ -79,17 +73,7 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if c.smc != nil {
 		return c.smc.writeTo(w)
 	}
-	var n int64
-	if len(c.prefix) > 0 {
-		k, err := w.Write(c.prefix)
-		c.prefix = c.prefix[k:]
-		n += int64(k)
-		if err != nil {
-			return n, err
-		}
-	}
-	m, err := io.Copy(w, c.tcp)
-	return n + m, err
+	return io.Copy(w, c.tcp)
 }
 
 // CloseWrite shuts down the writing side (SMC-R: peer_done_writing): the
@@ -139,8 +123,11 @@ func (c *Conn) closeTCP() {
 		if c.sig != nil {
 			c.sig.Forget(c.tcp)
 		}
-		if c.reset.Load() {
+		switch {
+		case c.reset.Load():
 			_ = c.tcp.SetLinger(0) // RST, as Linux's tcp_abort
+		case c.smc != nil:
+			_ = c.tcp.SetLinger(-1) // the default again: an orderly close (see watchTCP)
 		}
 		_ = c.tcp.Close()
 		if c.st != nil {

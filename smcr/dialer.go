@@ -60,7 +60,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	info := ConnInfo{Role: "client", Signalling: mode, LocalAddr: tc.LocalAddr(), RemoteAddr: tc.RemoteAddr()}
 	ok, err := peerSignalled(sig, tc, &cfg)
 	if err != nil || !ok {
-		return newFallback(tc, sig, info, smcwire.DiagPeerNoSMC, "local", nil), nil
+		return newFallback(tc, sig, info, smcwire.DiagPeerNoSMC, "local"), nil
 	}
 	st, err := acquireStack(deviceFor(&cfg, tc), &cfg)
 	if err != nil {
@@ -68,9 +68,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		// over TCP.
 		f := smcwire.DeclineFields{CLCHeader: smcwire.CLCHeader{Version: 2}, Diagnosis: smcwire.DiagNoSMCRDev, OSType: smcwire.OSLinux}
 		_ = writeCLC(tc, smcwire.AppendDecline(nil, &f), cfg.HandshakeTimeout)
-		return newFallback(tc, sig, info, smcwire.DiagNoSMCRDev, "local", nil), nil
+		return newFallback(tc, sig, info, smcwire.DiagNoSMCRDev, "local"), nil
 	}
-	h := &handshake{cfg: &cfg, st: st, tcp: tc, rd: &clcReader{c: tc}, role: roleClient, info: info}
+	h := &handshake{cfg: &cfg, st: st, tcp: tc, rd: &clcReader{c: tc}, role: roleClient, info: info, cancel: ctx.Done()}
 	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
 	err = h.client()
 	if !stop() {
@@ -83,10 +83,10 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		if errors.As(err, &de) && ctx.Err() == nil {
 			if !de.peer {
 				h.sendDecline(de)
-				return newFallback(tc, sig, info, de.diag, "local", nil), nil
+				return newFallback(tc, sig, info, de.diag, "local"), nil
 			}
 			info.PeerDiagnosis = de.diag
-			return newFallback(tc, sig, info, smcwire.DiagPeerDecl, "peer", nil), nil
+			return newFallback(tc, sig, info, smcwire.DiagPeerDecl, "peer"), nil
 		}
 		if sig != nil {
 			sig.Forget(tc)

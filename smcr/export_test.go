@@ -4,6 +4,7 @@ import (
 	"net"
 
 	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/smcr/smcwire"
 )
 
 // SetBackendWrapper makes the stacks opened from now on wrap their UDP
@@ -19,6 +20,7 @@ func DropConfirmLinks(n int32) { dropConfirmLinks.Store(n) }
 type StackStats struct {
 	BadCDC, BadLLC, UnknownToken, StaleCDC, CDCViolation uint64
 	RKeysDeleted, RKeysUnconfirmed                       uint64
+	TCPBytes                                             uint64
 }
 
 // StatsOf returns the counters of the stack a connection uses.
@@ -30,7 +32,7 @@ func StatsFunc(c *Conn) func() StackStats {
 	s := &c.smc.g.st.stats
 	return func() StackStats {
 		return StackStats{s.badCDC.Load(), s.badLLC.Load(), s.unknownToken.Load(), s.staleCDC.Load(), s.cdcViolation.Load(),
-			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load()}
+			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load(), s.tcpBytes.Load()}
 	}
 }
 
@@ -52,3 +54,31 @@ func Pending(c net.Conn) int {
 	defer sc.smc.mu.Unlock()
 	return int(sc.smc.produced - sc.smc.consumed)
 }
+
+// HoldCDCSlots takes every CDC send slot of the link a connection uses (as
+// writers on a busy link hold them) until release is called. Tests only.
+func HoldCDCSlots(c net.Conn) (release func()) {
+	l := c.(*Conn).smc.g.lnk
+	held := make([]*txSlot, 0, txSlots)
+	for range txSlots {
+		s, err := l.slot(nil)
+		if err != nil {
+			break
+		}
+		held = append(held, s)
+	}
+	return func() {
+		for _, s := range held {
+			l.release(s)
+		}
+	}
+}
+
+// PeerIDOf returns the SMC peer ID of the stack a connection uses.
+func PeerIDOf(c net.Conn) smcwire.PeerID { return c.(*Conn).st.peerID }
+
+// TCPOf returns the TCP connection under a connection.
+func TCPOf(c net.Conn) *net.TCPConn { return c.(*Conn).tcp }
+
+// LinkDown reports whether the link of a connection's group is down.
+func LinkDown(c net.Conn) bool { return c.(*Conn).smc.g.lnk.down.Load() }

@@ -3,6 +3,7 @@ package smcr_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -11,14 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/tcptest"
 	"github.com/goroce/goroce/smcr"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
 // A peer that does not speak SMC gets plain TCP on the same connection,
 // its bytes untouched: an smcr client against a net.Listen server, an
-// smcr server against a net.Dial client (which may even speak first, or
-// wait for the server), and peers whose configurations do not say SMC.
+// smcr server against a net.Dial client (which may speak first, or wait
+// for the server), and peers whose configurations do not say SMC.
 func TestFallbackToPlainTCP(t *testing.T) {
 	noLeaks(t)
 	payload := bytes.Repeat([]byte{0xE2, 0xD4, 0xC3}, 1000) // almost an eyecatcher, then not
@@ -31,7 +33,7 @@ func TestFallbackToPlainTCP(t *testing.T) {
 		wantDiag smcwire.DiagCode
 	}{
 		{"smcr client, TCP server, not configured", false, true, false, false, smcwire.DiagPeerNoSMC},
-		{"TCP client, smcr server, client speaks first", true, false, true, false, smcwire.DiagPeerNoSMC},
+		{"TCP client, smcr server, not configured, client speaks first", true, false, false, false, smcwire.DiagPeerNoSMC},
 		{"TCP client, smcr server, not configured", true, false, false, true, smcwire.DiagPeerNoSMC},
 		{"both smcr, neither configured", true, true, false, false, smcwire.DiagPeerNoSMC},
 	}
@@ -113,20 +115,11 @@ func TestFallbackToPlainTCP(t *testing.T) {
 func TestUnansweredProposalFailsTheDial(t *testing.T) {
 	noLeaks(t)
 	srvAddr, cliAddr := freshAddrs()
-	ln, err := net.Listen("tcp", netip.AddrPortFrom(srvAddr, 0).String())
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
+	ln := tcptest.Server(t, srvAddr, func(c net.Conn) { io.Copy(io.Discard, c) })
 	cfg := testConfig()
 	cfg.HandshakeTimeout = 50 * time.Millisecond
 	d := smcr.Dialer{Config: cfg, LocalAddr: cliAddr}
-	_, err = d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	_, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
 	require.ErrorContains(t, err, "no CLC Accept within")
 }
 
@@ -145,4 +138,32 @@ func TestFallbackOnDecline(t *testing.T) {
 	require.Equal(t, smcwire.DiagNoSMCDev, is.Fallback)
 	require.Equal(t, "local", is.FallbackBy)
 	exchange(t, c, s, 100000)
+}
+
+// A client configured to believe its peer speaks SMC, against a plain TCP
+// server that answers the Proposal with its own protocol (an HTTP 400, or
+// a few bytes and then silence): the dial ends at once, with an error
+// that says the peer does not speak SMC and what to do, not at the CLC
+// timeout (an hour here; the context is only a hang guard).
+func TestNonCLCReplyEndsTheDialAtOnce(t *testing.T) {
+	for _, answer := range []string{"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "400\r\n", "\xE2\xD4\xC3\x00"} {
+		t.Run(fmt.Sprintf("%q", answer), func(t *testing.T) {
+			noLeaks(t)
+			srvAddr, cliAddr := freshAddrs()
+			ln := tcptest.Server(t, srvAddr, func(c net.Conn) {
+				c.Read(make([]byte, 64))
+				c.Write([]byte(answer))
+				io.Copy(io.Discard, c) // and wait for more, as a server of another protocol may
+			})
+			cfg := testConfig()
+			cfg.HandshakeTimeout = time.Hour
+			d := smcr.Dialer{Config: cfg, LocalAddr: cliAddr}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+			require.ErrorIs(t, err, smcr.ErrPeerNotSMC)
+			require.NotErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, "Config.PeerSpeaksSMC said it does: dial a plain TCP server without it")
+		})
+	}
 }

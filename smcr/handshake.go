@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
+	"time"
 
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/smcr/smcwire"
@@ -28,18 +28,18 @@ import (
 // A Decline at any point before the connection is used, or any failure
 // there (then this side sends the Decline), leaves both ends on the TCP
 // connection as it is: a fallback. First contacts to one peer are
-// serialized per device (Linux's smc_server_lgr_pending), so that a burst
-// of connections to a new peer builds one link group and fills it, rather
-// than one group each.
+// serialized (see joinOrClaim), so that a burst of connections to a new
+// peer builds one link group and fills it, rather than one group each.
 
 // handshake is one connection's CLC exchange.
 type handshake struct {
-	cfg  *Config
-	st   *stack
-	tcp  *net.TCPConn
-	rd   *clcReader
-	role role
-	info ConnInfo
+	cfg    *Config
+	st     *stack
+	tcp    *net.TCPConn
+	rd     *clcReader
+	role   role
+	info   ConnInfo
+	cancel <-chan struct{} // closed when the listener closes, or the dial's context ends
 
 	g     *linkGroup
 	first bool
@@ -49,8 +49,7 @@ type handshake struct {
 	// clcVersion is the CLC version of this side's Declines: the
 	// Proposal's (server), the Accept's once it came (client).
 	clcVersion uint8
-	gotCLC     bool        // a CLC message came from the peer
-	pending    *sync.Mutex // the first-contact lock held, if any
+	release    func() // ends the first contact this handshake claimed, if any
 }
 
 // declineErr is a failure that ends the handshake with a Decline (to send
@@ -75,31 +74,47 @@ func decline(diag smcwire.DiagCode, format string, args ...any) error {
 	return &declineErr{diag: diag, err: fmt.Errorf(format, args...)}
 }
 
-// firstContactLocks serialize first contacts per stack and role.
-var firstContactLocks sync.Map // key: *stack + role
-
-type fcKey struct {
-	st   *stack
-	role role
+// endFirstContact ends the first contact this handshake claimed, if any:
+// those with the same key that wait look for its group again.
+func (h *handshake) endFirstContact() {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
 }
 
-func firstContactLock(st *stack, r role) *sync.Mutex {
-	m, _ := firstContactLocks.LoadOrStore(fcKey{st, r}, &sync.Mutex{})
-	return m.(*sync.Mutex)
-}
-
-// unlockPending releases the first-contact lock if this handshake holds it.
-func (h *handshake) unlockPending() {
-	if h.pending != nil {
-		h.pending.Unlock()
-		h.pending = nil
+// joinLinkGroup looks for the link group of key k (and match) that this
+// connection can join, waiting while a first contact with the same key is
+// under way, but no longer than the handshake timeout: then it goes on as
+// if there were none. Without a group, it claims the first contact when
+// claim is set (h.release), and returns nil.
+func (h *handshake) joinLinkGroup(k lgrKey, match func(*linkGroup) bool, claim bool) (*linkGroup, error) {
+	var limit <-chan time.Time
+	for {
+		g, wait, release := h.st.joinOrClaim(k, match, claim)
+		if wait == nil {
+			h.release = release
+			return g, nil
+		}
+		if limit == nil {
+			t := time.NewTimer(h.cfg.HandshakeTimeout)
+			defer t.Stop()
+			limit = t.C
+		}
+		select {
+		case <-wait:
+		case <-limit:
+			return nil, nil // a first contact that slow is stuck: not this one's business
+		case <-h.cancel:
+			return nil, errCanceled
+		}
 	}
 }
 
 // abandon undoes a failed handshake's link group work.
 func (h *handshake) abandon() {
 	if h.g == nil {
-		h.unlockPending()
+		h.endFirstContact()
 		return
 	}
 	if h.first {
@@ -119,7 +134,7 @@ func (h *handshake) abandon() {
 	} else {
 		h.g.unreserve()
 	}
-	h.unlockPending()
+	h.endFirstContact()
 }
 
 // featureMask is the v2 feature mask Linux announces (bit 0: emulated
@@ -214,6 +229,7 @@ func (h *handshake) finishConn(c *Conn) {
 	c.info.FirstContact = h.first
 	c.info.PeerHost = h.g.peerHost
 	track(c)
+	c.watchTCP()
 }
 
 // waitCLC reads the next CLC message. As in Linux, a message that cannot
@@ -221,16 +237,21 @@ func (h *handshake) finishConn(c *Conn) {
 // error: no Decline, no fallback, the connection closes (a CLC message
 // arriving after a fallback would corrupt the stream). A Decline in place
 // of the message is the peer's fallback; with the out-of-sync bit it also
-// ends the link group the peer no longer agrees on.
-func (h *handshake) waitCLC(what string) (smcwire.CLC, error) {
-	m, err := h.rd.next(h.cfg.HandshakeTimeout)
-	if err == nil {
-		h.gotCLC = true
-	}
-	if err != nil {
-		if errors.Is(err, errCLCTimeout) {
-			return nil, fmt.Errorf("smcr: no CLC %s within %v: %w", what, h.cfg.HandshakeTimeout, err)
+// ends the link group the peer no longer agrees on. (Only the group's own
+// peer can send that Decline: a server gives a group only to connections
+// from its first contact's TCP address, see lgrKey.)
+func (h *handshake) waitCLC(what string, wait time.Duration) (smcwire.CLC, error) {
+	m, err := h.rd.next(wait)
+	switch {
+	case errors.Is(err, errCLCTimeout):
+		return nil, fmt.Errorf("smcr: no CLC %s within %v: %w", what, wait, err)
+	case errors.Is(err, errNotCLC) && h.role == roleClient:
+		why := "Config.PeerSpeaksSMC said it does: dial a plain TCP server without it"
+		if h.info.Signalling == SignalOption {
+			why = "yet its TCP handshake carried the SMC option: a broken SMC server, or a middlebox that rewrites TCP options"
 		}
+		return nil, fmt.Errorf("%w: it answered the CLC Proposal with %q, which is no CLC message; %s", ErrPeerNotSMC, h.rd.read, why)
+	case err != nil:
 		return nil, err
 	}
 	if m.Type() == smcwire.CLCDecline {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,13 +45,10 @@ func (r role) String() string {
 // flows (CONFIRM_RKEY, DELETE_RKEY, TEST_LINK, DELETE_LINK) run one at a
 // time (flowMu), as Linux serializes them.
 type linkGroup struct {
+	lgrKey   // what a connection's handshake matches the group by
 	st       *stack
 	id       uint32
-	role     role
-	v2       bool
 	pd       *device.PD
-	peerID   smcwire.PeerID
-	peerGID  smcwire.GID
 	peerPort uint16
 	peerHost string
 	eid      smcwire.EID
@@ -71,6 +69,8 @@ type linkGroup struct {
 	deleting  bool         // a deleter goroutine runs
 	retired   []*device.MR // RMBs the peer never confirmed deleting
 	released  bool         // the QP is gone: an RMB is deregistered at once
+	toCheck   []*smcConn   // connections whose TCP connection ended, for checkPeer
+	checking  bool         // a checker goroutine runs
 
 	flowMu  sync.Mutex     // one local LLC flow at a time
 	resp    chan []byte    // the response to the current local flow
@@ -112,12 +112,31 @@ func lingerOf(r role, linger time.Duration) time.Duration {
 // clientExtraLinger is Linux's margin of a client's linger.
 const clientExtraLinger = 10 * time.Second
 
+// lgrKey is what a handshake matches link groups by: the group's role,
+// SMC-R version, and peer (its peer ID and GID, and for a server's group
+// the client's TCP address).
+type lgrKey struct {
+	role    role
+	v2      bool
+	peerID  smcwire.PeerID
+	peerGID smcwire.GID
+	// peerTCP, of a server's group, is the client's IP address on the TCP
+	// connection of the first contact. A Proposal names the client's peer
+	// ID and GID, which a third party may know or guess; its TCP address
+	// it cannot choose (off this host). So a stranger is never given the
+	// client's group, and cannot end it with an out-of-sync Decline (as
+	// Linux, which matches by peer ID, GID and MAC alone, would let it).
+	// Zero for a client's group: the server chooses those, and names the
+	// link's QP.
+	peerTCP netip.Addr
+}
+
 // newLinkGroup creates a link group on s with its first link (QP in INIT,
 // receives posted).
-func newLinkGroup(s *stack, r role, v2 bool, peerID smcwire.PeerID, peerGID smcwire.GID, cfg *Config) (*linkGroup, error) {
+func newLinkGroup(s *stack, k lgrKey, cfg *Config) (*linkGroup, error) {
 	g := &linkGroup{
-		st: s, role: r, v2: v2, pd: s.dev.AllocPD(), peerID: peerID, peerGID: peerGID,
-		peerPort: cfg.DevicePort, maxConns: cfg.MaxConnsPerLinkGroup, linger: lingerOf(r, cfg.LinkGroupLinger),
+		lgrKey: k, st: s, pd: s.dev.AllocPD(),
+		peerPort: cfg.DevicePort, maxConns: cfg.MaxConnsPerLinkGroup, linger: lingerOf(k.role, cfg.LinkGroupLinger),
 		testLink: cfg.TestLinkInterval, conns: map[uint32]*smcConn{},
 		resp: make(chan []byte, 1), events: make(chan lgrEvent, 64), cnfLnk: make(chan []byte, 1),
 		closing: make(chan struct{}), stop: make(chan struct{}),
@@ -138,20 +157,39 @@ func newLinkGroup(s *stack, r role, v2 bool, peerID smcwire.PeerID, peerGID smcw
 	return g, nil
 }
 
-// findLinkGroup returns a ready link group of s for a subsequent contact
-// with the peer, with one connection reserved on it, or nil.
-func (s *stack) findLinkGroup(r role, v2 bool, peerID smcwire.PeerID, peerGID smcwire.GID, match func(*linkGroup) bool) *linkGroup {
+// joinOrClaim returns a ready link group of key k (and match) for a
+// subsequent contact, with one connection reserved on it. Without one, it
+// returns the channel that closes when the first contact under way with
+// the same key ends (wait, then look again); or, when none is under way
+// and claim is set, it claims the first contact for k: release ends it
+// (the group is ready, or the handshake failed).
+//
+// First contacts are serialized per key, not per device (Linux's
+// smc_server_lgr_pending is one lock for all): a burst of connections from
+// a new peer builds one group and fills it, and a peer that stalls its
+// first contact delays only its own.
+func (s *stack) joinOrClaim(k lgrKey, match func(*linkGroup) bool, claim bool) (g *linkGroup, wait <-chan struct{}, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.lgrs {
-		if g.role != r || g.v2 != v2 || g.peerID != peerID || g.peerGID != peerGID || (match != nil && !match(g)) {
-			continue
-		}
-		if g.reserve() {
-			return g
+		if g.lgrKey == k && (match == nil || match(g)) && g.reserve() {
+			return g, nil, nil
 		}
 	}
-	return nil
+	if ch, ok := s.firstContacts[k]; ok {
+		return nil, ch, nil
+	}
+	if !claim {
+		return nil, nil, nil
+	}
+	ch := make(chan struct{})
+	s.firstContacts[k] = ch
+	return nil, nil, sync.OnceFunc(func() {
+		s.mu.Lock()
+		delete(s.firstContacts, k)
+		s.mu.Unlock()
+		close(ch)
+	})
 }
 
 // usable reports whether the group is ready and not ending.

@@ -16,10 +16,14 @@ import (
 // A link is one RC queue pair between this device and the peer's, with
 // SMC's attributes, and the buffers of its messages:
 //
-//   - send slots (txSlots, like Linux's SMC_WR_BUF_CNT): every CDC and LLC
-//     message takes one until its SEND completes, which bounds the
-//     messages in flight below the receive WRs the peer has posted (a Linux
-//     peer posts 48), so that the peer never answers RNR;
+//   - send slots (txSlots, like Linux's SMC_WR_BUF_CNT): every CDC takes
+//     one until its SEND completes, and every LLC message one of its own
+//     few (llcSlots), which together bound the messages in flight below the
+//     receive WRs the peer has posted (a Linux peer posts 48), so that the
+//     peer never answers RNR. LLC messages have slots of their own because
+//     a busy link's writers keep every CDC slot taken: a CONFIRM_RKEY (or
+//     its response) queued behind them waited as long as a whole round of
+//     data, and the handshakes behind it timed out;
 //   - receive slots (rxSlots), each a buffer of rxBufSize bytes that an
 //     SMC-Rv2 LLC message of any length fits in, reposted by its handler.
 //
@@ -44,8 +48,9 @@ type link struct {
 	rxBuf   []byte
 	rxMR    *device.MR
 	rxSlots []rxSlot
-	txSlots []txSlot
-	free    chan *txSlot // idle send slots
+	txSlots []txSlot     // CDC slots, then LLC slots
+	free    chan *txSlot // idle CDC slots
+	llcFree chan *txSlot // idle LLC slots
 	write   writeEntry
 
 	down     atomic.Bool
@@ -55,11 +60,13 @@ type link struct {
 }
 
 const (
-	txSlots   = 16   // CDC and LLC messages in flight per link
+	txSlots   = 16   // CDC messages in flight per link
+	llcSlots  = 4    // LLC messages in flight per link (one flow, the worker's answers, CONFIRM_LINK)
 	rxSlots   = 48   // receive WRs posted per link (Linux: 3 x 16)
 	rxBufSize = 8192 // an SMC-Rv2 LLC message's maximum length
-	// sqDepth leaves room for a CDC's two RDMA WRITEs beside every slot.
-	sqDepth = 3*txSlots + 1
+	// sqDepth leaves room for a CDC's two RDMA WRITEs beside every CDC
+	// slot.
+	sqDepth = 3*txSlots + llcSlots + 1
 	// smcInline is the largest message sent inline (CDC and LLC messages
 	// Linux sends are 44 bytes, the largest v2 ones a few hundred).
 	smcInline = 400
@@ -74,7 +81,8 @@ type rxSlot struct {
 
 // txSlot is one send slot; its Done returns it to the link.
 type txSlot struct {
-	l *link
+	l    *link
+	pool chan *txSlot // where it goes back: free or llcFree
 	// A CDC's connection, and how far its send buffer is free once the
 	// CDC (and so every WRITE before it) has completed.
 	conn  *smcConn
@@ -94,7 +102,8 @@ type writeEntry struct{ l *link }
 // newLink creates a link's QP in INIT with its receives posted, on the link
 // group's PD and a reservation of the stack's CQs.
 func newLink(g *linkGroup, id uint8) (*link, error) {
-	l := &link{lgr: g, id: id, psn: qp.RandomPSN(), dead: make(chan struct{}), free: make(chan *txSlot, txSlots)}
+	l := &link{lgr: g, id: id, psn: qp.RandomPSN(), dead: make(chan struct{}),
+		free: make(chan *txSlot, txSlots), llcFree: make(chan *txSlot, llcSlots)}
 	// Linux: link user id = the group's id plus the link's.
 	l.userID = g.id + uint32(id)
 	l.write.l = l
@@ -137,10 +146,14 @@ func newLink(g *linkGroup, id uint8) (*link, error) {
 			return nil, err
 		}
 	}
-	l.txSlots = make([]txSlot, txSlots)
+	l.txSlots = make([]txSlot, txSlots+llcSlots)
 	for i := range l.txSlots {
-		l.txSlots[i].l = l
-		l.free <- &l.txSlots[i]
+		s := &l.txSlots[i]
+		s.l, s.pool = l, l.free
+		if i >= txSlots {
+			s.pool = l.llcFree
+		}
+		s.pool <- s
 	}
 	return l, nil
 }
@@ -167,21 +180,26 @@ func (l *link) connect(peerQPN, peerPSN uint32, peerGID smcwire.GID, peerMAC smc
 
 var errLinkDown = errors.New("smcr: the SMC-R link is down")
 
-// slot takes a free send slot, waiting until one frees, the link goes
+// slot takes a free CDC slot, waiting until one frees, the link goes
 // down, or cancel is closed.
 func (l *link) slot(cancel <-chan struct{}) (*txSlot, error) {
-	return l.slotUntil(cancel, nil)
+	return l.slotFrom(l.free, cancel, nil)
 }
 
-// slotUntil is slot that also gives up when stop closes.
-func (l *link) slotUntil(cancel, stop <-chan struct{}) (*txSlot, error) {
+// llcSlot takes a free LLC slot, as slot does, and also gives up when
+// stop closes.
+func (l *link) llcSlot(cancel, stop <-chan struct{}) (*txSlot, error) {
+	return l.slotFrom(l.llcFree, cancel, stop)
+}
+
+func (l *link) slotFrom(pool chan *txSlot, cancel, stop <-chan struct{}) (*txSlot, error) {
 	select {
-	case s := <-l.free:
+	case s := <-pool:
 		return s, nil
 	default:
 	}
 	select {
-	case s := <-l.free:
+	case s := <-pool:
 		return s, nil
 	case <-l.dead:
 		return nil, l.downErr
@@ -189,16 +207,6 @@ func (l *link) slotUntil(cancel, stop <-chan struct{}) (*txSlot, error) {
 		return nil, errCanceled
 	case <-stop:
 		return nil, errCanceled
-	}
-}
-
-// trySlot takes a free send slot without waiting.
-func (l *link) trySlot() *txSlot {
-	select {
-	case s := <-l.free:
-		return s
-	default:
-		return nil
 	}
 }
 
@@ -225,7 +233,7 @@ func (l *link) send(s *txSlot, msg []byte, writes []qp.SendWR) error {
 // release returns s unused.
 func (l *link) release(s *txSlot) {
 	s.conn, s.ackTo, s.sent = nil, 0, nil
-	l.free <- s
+	s.pool <- s
 }
 
 // Done is a send slot's completion.
@@ -233,7 +241,7 @@ func (s *txSlot) Done(wc *cq.WC) {
 	l := s.l
 	c, ackTo, sent := s.conn, s.ackTo, s.sent
 	s.conn, s.ackTo, s.sent = nil, 0, nil
-	l.free <- s
+	s.pool <- s
 	if sent != nil {
 		sent <- wc.Status.OK() // buffered: never blocks the receive goroutine
 	}

@@ -13,18 +13,19 @@ import (
 )
 
 // Listener accepts SMC-R connections (and plain TCP ones, as fallbacks).
-// It runs one goroutine that accepts TCP connections and one per pending
-// handshake (at most Config.MaxPendingHandshakes); Close stops them all.
+// It runs one goroutine that accepts TCP connections and one per running
+// handshake (at most Config.MaxPendingHandshakes; see admission.go for
+// which run); Close stops them all.
 type Listener struct {
 	tcp  *net.TCPListener
 	cfg  Config
 	sig  *tcpopt.Signaller
 	mode Signalling
 	st   *stack
+	adm  *admission
 
 	ready chan *Conn
 	done  chan struct{}
-	slots chan struct{} // handshakes in progress
 	wg    sync.WaitGroup
 
 	mu      sync.Mutex
@@ -76,9 +77,9 @@ func listen(ctx context.Context, network, address string, cfg *Config) (*Listene
 		tl.Close()
 		return nil, err
 	}
-	l := &Listener{tcp: tl, cfg: c, sig: sig, mode: mode, st: st,
+	l := &Listener{tcp: tl, cfg: c, sig: sig, mode: mode, st: st, adm: newAdmission(&c),
 		ready: make(chan *Conn, c.MaxPendingHandshakes), done: make(chan struct{}),
-		slots: make(chan struct{}, c.MaxPendingHandshakes), pending: map[*net.TCPConn]struct{}{}}
+		pending: map[*net.TCPConn]struct{}{}}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	trackListener(l)
@@ -117,6 +118,9 @@ func (l *Listener) Close() error {
 		_ = c.Close()
 	}
 	l.mu.Unlock()
+	for _, c := range l.adm.close() {
+		_ = c.Close()
+	}
 	close(l.done)
 	err := l.tcp.Close()
 	l.wg.Wait()
@@ -136,46 +140,62 @@ func (l *Listener) Close() error {
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	for {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
-			return
-		}
 		tc, err := l.tcp.AcceptTCP()
 		if err != nil {
-			<-l.slots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // a transient accept error (EMFILE, ...): go on
 		}
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			tc.Close()
-			<-l.slots
-			return
+		run, drop := l.adm.admit(tc)
+		if drop != nil {
+			_ = drop.Close()
 		}
-		l.pending[tc] = struct{}{}
+		if run {
+			l.wg.Add(1)
+			go l.handshakes(tc)
+		}
+	}
+}
+
+// handshakes runs tc's handshake, then those of the waiting connections
+// the admission gives it, one after the other.
+func (l *Listener) handshakes(tc *net.TCPConn) {
+	defer l.wg.Done()
+	for tc != nil {
+		l.handOut(tc)
+		tc = l.adm.done(addrPort(tc.RemoteAddr()).Addr())
+	}
+}
+
+// handOut runs tc's handshake and queues the connection for Accept. It
+// counts as running until Accept has room for it: a program that does not
+// accept holds the listener's handshakes, not an unbounded number of
+// goroutines.
+func (l *Listener) handOut(tc *net.TCPConn) {
+	l.mu.Lock()
+	if l.closed {
 		l.mu.Unlock()
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			c := l.serve(tc)
-			<-l.slots
-			l.mu.Lock()
-			delete(l.pending, tc)
-			closed := l.closed
-			l.mu.Unlock()
-			if c == nil {
-				return
-			}
-			if closed {
-				c.Close()
-				return
-			}
-			l.ready <- c // room for every pending handshake
-		}()
+		tc.Close()
+		return
+	}
+	l.pending[tc] = struct{}{}
+	l.mu.Unlock()
+	c := l.serve(tc)
+	l.mu.Lock()
+	delete(l.pending, tc)
+	closed := l.closed
+	l.mu.Unlock()
+	switch {
+	case c == nil:
+	case closed:
+		c.Close()
+	default:
+		select {
+		case l.ready <- c:
+		case <-l.done:
+			c.Close()
+		}
 	}
 }
 
@@ -185,31 +205,28 @@ func (l *Listener) serve(tc *net.TCPConn) *Conn {
 	info := ConnInfo{Role: "server", Signalling: l.mode, LocalAddr: tc.LocalAddr(), RemoteAddr: tc.RemoteAddr()}
 	ok, err := peerSignalled(l.sig, tc, &l.cfg)
 	if err != nil || !ok {
-		return newFallback(tc, l.sig, info, smcwire.DiagPeerNoSMC, "local", nil)
+		return newFallback(tc, l.sig, info, smcwire.DiagPeerNoSMC, "local")
 	}
-	h := &handshake{cfg: &l.cfg, st: l.st, tcp: tc, rd: &clcReader{c: tc}, role: roleServer, info: info}
+	h := &handshake{cfg: &l.cfg, st: l.st, tcp: tc, rd: &clcReader{c: tc}, role: roleServer, info: info, cancel: l.done}
 	l.st.ref() // the connection's own reference, if it becomes SMC-R
 	if err := h.server(); err != nil {
 		h.abandon()
 		l.st.release()
 		var de *declineErr
-		switch {
-		case !h.gotCLC && errors.Is(err, errNotCLC), l.sig == nil && !h.rd.started && errors.Is(err, errCLCTimeout):
-			// Not an SMC peer after all (configured signalling): its
-			// first bytes, if any, are the application's; a peer that
-			// said nothing may be a TCP client waiting for the server
-			// to speak first. (Anything else that is not CLC after the
-			// exchange began is a broken peer: closed, as Linux.)
-			return newFallback(tc, l.sig, info, smcwire.DiagPeerNoSMC, "local", append([]byte(nil), h.rd.read...))
-		case errors.As(err, &de):
+		if errors.As(err, &de) {
 			if !de.peer {
 				h.sendDecline(de)
-				return newFallback(tc, l.sig, info, de.diag, "local", nil)
+				return newFallback(tc, l.sig, info, de.diag, "local")
 			}
 			info.PeerDiagnosis = de.diag
-			return newFallback(tc, l.sig, info, smcwire.DiagPeerDecl, "peer", nil)
+			return newFallback(tc, l.sig, info, smcwire.DiagPeerDecl, "peer")
 		}
-		// The connection failed (reset, closed): nothing to hand out.
+		// The connection failed (reset, closed, timed out), or the peer
+		// broke the protocol: as Linux (smc_listen_out_err), nothing to
+		// hand out. That includes a peer taken to speak SMC (its SYN
+		// carried the option, or the configuration says so) that sends
+		// no Proposal, or bytes that are no CLC: a fallback would hand
+		// its bytes to the application as a client's.
 		if l.sig != nil {
 			l.sig.Forget(tc)
 		}

@@ -34,14 +34,14 @@ func (g *linkGroup) spawn(f func()) {
 }
 
 // sendLLC sends an LLC message (request or response) on the link, waiting
-// for a send slot until cancel.
+// for an LLC slot until cancel.
 func (g *linkGroup) sendLLC(msg []byte, cancel <-chan struct{}) error {
 	return g.sendLLCUntil(msg, cancel, nil)
 }
 
 // sendLLCUntil is sendLLC that also gives up when stop closes.
 func (g *linkGroup) sendLLCUntil(msg []byte, cancel, stop <-chan struct{}) error {
-	sl, err := g.lnk.slotUntil(cancel, stop)
+	sl, err := g.lnk.llcSlot(cancel, stop)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (g *linkGroup) deleteLinkFlow(reason smcwire.DeleteLinkReason, orderly bool
 	defer cancel()
 	g.flowMu.Lock()
 	defer g.flowMu.Unlock()
-	sl, err := g.lnk.slot(ctx.Done())
+	sl, err := g.lnk.llcSlot(ctx.Done(), nil)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (s *smcConn) copyOutLocked(p []byte, avail uint64) int {
 func (s *smcConn) readErrLocked() error {
 	switch {
 	case s.peerAborted:
-		return errAborted
+		return s.peerAbortErr
 	case s.peerDoneWriting || s.peerClosed:
 		return io.EOF
 	case s.err != nil:

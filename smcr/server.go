@@ -28,7 +28,7 @@ var timeAfter = time.After
 // server runs the server's side of the handshake (see handshake.go).
 func (h *handshake) server() error {
 	cfg := h.cfg
-	m, err := h.waitCLC("Proposal")
+	m, err := h.waitCLC("Proposal", cfg.ProposalTimeout)
 	if err != nil {
 		return err
 	}
@@ -74,17 +74,14 @@ func (h *handshake) server() error {
 			}
 		}
 	}
-	// One first contact at a time per device: a burst of connections
-	// from a new peer fills the group the first one builds.
-	h.pending = firstContactLock(h.st, roleServer)
-	h.pending.Lock()
-	h.g = h.st.findLinkGroup(roleServer, h.v2, p.PeerID(), peerGID, nil)
-	if h.g != nil {
-		h.unlockPending()
-	} else {
+	key := lgrKey{role: roleServer, v2: h.v2, peerID: p.PeerID(), peerGID: peerGID, peerTCP: addrPort(h.tcp.RemoteAddr()).Addr()}
+	if h.g, err = h.joinLinkGroup(key, nil, true); err != nil {
+		return err
+	}
+	if h.g == nil {
 		c := *cfg
 		c.MaxConnsPerLinkGroup = maxConns
-		g, err := newLinkGroup(h.st, roleServer, h.v2, p.PeerID(), peerGID, &c)
+		g, err := newLinkGroup(h.st, key, &c)
 		if err != nil {
 			return decline(smcwire.DiagMem, "%v", err)
 		}
@@ -101,7 +98,7 @@ func (h *handshake) server() error {
 	if err := writeCLC(h.tcp, h.acceptConfirm(false), cfg.HandshakeTimeout); err != nil {
 		return err
 	}
-	m, err = h.waitCLC("Confirm")
+	m, err = h.waitCLC("Confirm", cfg.HandshakeTimeout)
 	if err != nil {
 		return err
 	}
@@ -114,6 +111,11 @@ func (h *handshake) server() error {
 	}
 	if c.FirstContact() != h.first {
 		return decline(smcwire.DiagSyncErr, "the client's Confirm disagrees on first contact")
+	}
+	if l := h.g.lnk; !h.first && (c.QPN() != l.peerQPN || c.GID() != l.peerGID) {
+		// Its connection would be on a link it does not have.
+		return decline(smcwire.DiagSyncErr, "the client's Confirm names QP %#x of %v, the link group's peer is QP %#x of %v",
+			c.QPN(), c.GID().Addr(), l.peerQPN, l.peerGID.Addr())
 	}
 	if h.v2 && h.first {
 		if !c.HasFirstContactExt() {
@@ -141,7 +143,7 @@ func (h *handshake) server() error {
 			return err
 		}
 	}
-	h.unlockPending()
+	h.endFirstContact()
 	return nil
 }
 

@@ -74,10 +74,11 @@ type smcConn struct {
 	peerDoneWriting bool
 	peerClosed      bool
 	peerAborted     bool
-	doneWriting     bool // we sent peer_done_writing
-	closed          bool // we closed (sent peer_conn_closed, or aborted)
-	aborted         bool // we sent peer_conn_abort
-	urgent          bool // the peer marked urgent data: confirm it promptly
+	peerAbortErr    error // what reads return after peerAborted
+	doneWriting     bool  // we sent peer_done_writing
+	closed          bool  // we closed (sent peer_conn_closed, or aborted)
+	aborted         bool  // we sent peer_conn_abort
+	urgent          bool  // the peer marked urgent data: confirm it promptly
 	err             error
 	freed           bool
 	closeDone       chan struct{} // closed when the connection ended

@@ -33,10 +33,11 @@ type stack struct {
 
 	stats stackStats
 
-	mu     sync.Mutex // guards refs, lgrs, closed
-	refs   int
-	lgrs   []*linkGroup // newest first, as Linux's list: a burst fills the newest group
-	closed bool
+	mu            sync.Mutex // guards refs, lgrs, firstContacts, closed
+	refs          int
+	lgrs          []*linkGroup             // newest first, as Linux's list: a burst fills the newest group
+	firstContacts map[lgrKey]chan struct{} // under way; closed when each ends (joinOrClaim)
+	closed        bool
 }
 
 var stacks = struct {
@@ -92,7 +93,7 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) b
 		be.Close()
 		return nil, err
 	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design}
+	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, firstContacts: map[lgrKey]chan struct{}{}}
 	devs := []cq.Device{dev}
 	if design == CQLegacy {
 		// Without the device: the original design's tasklet is woken per
@@ -107,6 +108,9 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) b
 	s.gid, _ = dev.GID(1)
 	s.mac = dev.MAC()
 	// Linux's system identifier: two random bytes and a MAC of the host.
+	// The device's MAC is random too (it has no interface of its own), so
+	// none of the peer ID can be guessed: a stranger's Proposal cannot
+	// claim another client's link group by naming its peer ID.
 	if _, err := rand.Read(s.peerID[:2]); err != nil {
 		s.cqs.Close()
 		dev.Close()
@@ -157,11 +161,6 @@ func (s *stack) release() {
 	s.mu.Unlock()
 	stacks.Unlock()
 	if last {
-		// The first-contact locks are keyed by the stack: left in their
-		// package-level map they would keep its device, CQs and links
-		// reachable for the life of the process.
-		firstContactLocks.Delete(fcKey{s, roleClient})
-		firstContactLocks.Delete(fcKey{s, roleServer})
 		s.cqs.Close()
 		s.dev.Close()
 		stackClosed()
@@ -182,6 +181,7 @@ type stackStats struct {
 	unknownToken atomic.Uint64 // a CDC for no connection of the link group
 	staleCDC     atomic.Uint64 // a CDC with an old sequence number
 	cdcViolation atomic.Uint64 // a CDC whose cursors break the protocol (aborts the connection)
+	tcpBytes     atomic.Uint64 // bytes on an SMC-R connection's TCP connection after the handshake (aborts it)
 }
 
 func (s *stack) count(c *atomic.Uint64) { c.Add(1) }

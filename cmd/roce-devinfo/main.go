@@ -15,8 +15,9 @@
 // process serving the socket are the user's (a run directory or socket
 // another user could control is an error, exit status 1). Otherwise, and
 // for everything else, it opens a device of its own on that address and
-// shows that one: its attributes and GIDs are those any goroce device on
-// that address has, but its counters are its own, all zero.
+// shows that one: its attributes and GID 1 are those any goroce device on
+// that address has (GID 0 and the node GUID derive from its MAC, random
+// for each device), but its counters are its own, all zero.
 //
 // With -backend afpacket (or -i IFACE) the device is on the interface, as
 // an rxe device is: its MAC is the interface's, and so GID 0 is the

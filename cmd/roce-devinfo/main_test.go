@@ -27,20 +27,25 @@ func runDevinfo(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	return code, out.String(), errOut.String()
 }
 
+// guidPattern is a node GUID made of a random locally administered MAC
+// (rxe's EUI-64: the universal/local bit flipped back, ff:fe in the middle).
+const guidPattern = `[0-9a-f][048c][0-9a-f]{2}:[0-9a-f]{2}ff:fe[0-9a-f]{2}:[0-9a-f]{4}`
+
 // golden is ibv_devinfo's layout for a device on 127.0.0.1. The active MTU
-// follows the loopback interface's MTU, so that line is a pattern.
+// follows the loopback interface's MTU, and the GUIDs the device's random
+// MAC, so those lines are patterns.
 var golden = regexp.MustCompile(`^` + regexp.QuoteMeta("hca_id:\tgoroce0\n"+
 	"\ttransport:\t\t\tInfiniBand (0)\n"+
-	"\tfw_ver:\t\t\t\tgoroce 0.1\n"+
-	"\tnode_guid:\t\t\t0000:7fff:fe00:0001\n"+
-	"\tsys_image_guid:\t\t\t0000:7fff:fe00:0001\n"+
-	"\tvendor_id:\t\t\t0x0000\n"+
-	"\tvendor_part_id:\t\t\t0\n"+
-	"\thw_ver:\t\t\t\t0x0\n"+
-	"\tphys_port_cnt:\t\t\t1\n"+
-	"\t\tport:\t1\n"+
-	"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"+
-	"\t\t\tmax_mtu:\t\t4096 (5)\n") +
+	"\tfw_ver:\t\t\t\tgoroce 0.1\n") +
+	`\tnode_guid:\t\t\t(` + guidPattern + `)\n` +
+	`\tsys_image_guid:\t\t\t(` + guidPattern + `)\n` +
+	regexp.QuoteMeta("\tvendor_id:\t\t\t0x0000\n"+
+		"\tvendor_part_id:\t\t\t0\n"+
+		"\thw_ver:\t\t\t\t0x0\n"+
+		"\tphys_port_cnt:\t\t\t1\n"+
+		"\t\tport:\t1\n"+
+		"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"+
+		"\t\t\tmax_mtu:\t\t4096 (5)\n") +
 	`\t\t\tactive_mtu:\t\t(256 \(1\)|512 \(2\)|1024 \(3\)|2048 \(4\)|4096 \(5\))\n` +
 	regexp.QuoteMeta("\t\t\tsm_lid:\t\t\t0\n"+
 		"\t\t\tport_lid:\t\t0\n"+
@@ -55,7 +60,9 @@ func TestDevinfoLayouts(t *testing.T) {
 		check func(t *testing.T, out string)
 	}{
 		{"ibv_devinfo", nil, func(t *testing.T, out string) {
-			assert.Regexp(t, golden, out)
+			m := golden.FindStringSubmatch(out)
+			require.NotNil(t, m, "%q does not match %v", out, golden)
+			assert.Equal(t, m[1], m[2], "sys_image_guid is node_guid")
 		}},
 		{"ibv_devinfo -v", []string{"-v"}, func(t *testing.T, out string) {
 			for _, want := range []string{
@@ -63,18 +70,22 @@ func TestDevinfoLayouts(t *testing.T) {
 				"\tmax_qp_wr:\t\t\t16384\n",
 				"\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
 				"\t\t\tgid_tbl_len:\t\t2\n",
-				"\t\t\tGID[  0]:\t\tfe80::7fff:fe00:1, RoCE v2\n",
 				"\t\t\tGID[  1]:\t\t::ffff:127.0.0.1, RoCE v2\n\n",
 			} {
 				assert.Contains(t, out, want)
 			}
+			// GID 0 is fe80:: and the node GUID.
+			m := regexp.MustCompile(`node_guid:\t+([0-9a-f:]+)\n`).FindStringSubmatch(out)
+			require.NotNil(t, m)
+			want := netip.MustParseAddr("fe80::" + m[1])
+			assert.Contains(t, out, "\t\t\tGID[  0]:\t\t"+want.String()+", RoCE v2\n")
 		}},
 		{"show_gids", []string{"-gids"}, func(t *testing.T, out string) {
 			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 			require.Len(t, lines, 5, out)
 			assert.Equal(t, "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4 \t\tVER\tDEV", lines[0])
 			assert.Equal(t, "---\t----\t-----\t---\t\t\t\t\t------------ \t---\t---", lines[1])
-			assert.Regexp(t, `^goroce0\t1\t0\tfe80:0000:0000:0000:0000:7fff:fe00:0001\t\t\tv2\t\S+$`, lines[2])
+			assert.Regexp(t, `^goroce0\t1\t0\tfe80:0000:0000:0000:`+guidPattern+`\t\t\tv2\t\S+$`, lines[2])
 			assert.Regexp(t, `^goroce0\t1\t1\t0000:0000:0000:0000:0000:ffff:7f00:0001\t127\.0\.0\.1 \tv2\t\S+$`, lines[3])
 			assert.Equal(t, "n_gids_found=2", lines[4])
 		}},

@@ -92,7 +92,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too)")
 	fs.Var((*stringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
 	fs.BoolVar(&o.verbose, "v", false, "print on stderr what each connection became: SMC-R v2/v1 or TCP fallback with the reason, and its link")
-	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a Linux peer then falls back to TCP)")
+	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a peer that does not speak SMC, a Linux one included, is refused)")
 	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")
 	fs.BoolVar(&o.peerAbort, "peer-abort", false, "the peer is expected to abort: its reset ends the connection successfully")
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "link groups without connections end after this `duration` (DELETE_LINK), and smcat waits for that before it exits; 0: Linux's 10 minutes, and no wait (the link groups vanish with smcat)")
@@ -199,10 +199,11 @@ and compares what comes back.
 
 SMC is spoken only to a peer known to speak it. As root, smcat puts the
 SMC TCP option into its handshakes (as Linux does) and speaks SMC to peers
-whose handshake carries it, Linux's AF_SMC included. Without root, pass
+whose handshake carries it, Linux's AF_SMC included; any other peer gets
+plain TCP (a fallback, reported by -v and smcss). Without root, pass
 -peer-speaks-smc on both sides: no option is sent, and both sides speak SMC
-because they were told to. Any peer that does not speak SMC gets plain TCP
-(a fallback, reported by -v and smcss).
+because they were told to; a peer that turns out not to speak it is
+refused (a connection to it fails, one from it is closed).
 
 Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
 line or when SMC cannot be set up (e.g. no privileges for the TCP option).

@@ -12,11 +12,12 @@
 // How SMC capability is signalled: as root, smcat puts the SMC TCP option
 // (kind 254, ExID 0xE2D4C3D9) into its TCP handshakes with a sock_ops BPF
 // program, as Linux does, and speaks SMC to peers whose handshake carries
-// it, a Linux AF_SMC socket included. Without root the option cannot be
-// sent: -peer-speaks-smc, on both sides, has both speak SMC because they
-// were told to (a Linux peer, which requires the option, falls back to
-// TCP). A peer that does not speak SMC gets the same connection as plain
-// TCP (a fallback); -v says which, and why, with Linux's decline code.
+// it, a Linux AF_SMC socket included; a peer that does not speak SMC gets
+// the same connection as plain TCP (a fallback); -v says which, and why,
+// with Linux's decline code. Without root the option cannot be sent:
+// -peer-speaks-smc, on both sides, has both speak SMC because they were
+// told to, and refuses a peer that then does not (a Linux peer, which
+// requires the option, included): the connection fails, and says why.
 //
 // -ueid NAME (repeatable) offers SMC-Rv2 with that EID, as `smcr ueid add`
 // does on Linux; without one only SMC-Rv1 is offered. --linger sets how

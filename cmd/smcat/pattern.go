@@ -58,7 +58,7 @@ func patternConn(ctx context.Context, d *smcr.Dialer, i int, o *options, out io.
 			log.errorf("%s", msg)
 			return exitSetup
 		}
-		fmt.Fprintf(out, "conn %d: connect to %s: %v\n", i, target, err)
+		fmt.Fprintf(out, "conn %d: connect to %s: %s\n", i, target, dialError(err, o, log))
 		return exitConn
 	}
 	c := nc.(*smcr.Conn)

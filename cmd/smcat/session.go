@@ -22,13 +22,25 @@ func dial(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, st
 			log.errorf("%s", msg)
 			return exitSetup
 		}
-		log.errorf("connect to %s: %v", target, err)
+		log.errorf("connect to %s: %s", target, dialError(err, o, log))
 		return exitConn
 	}
 	c := nc.(*smcr.Conn)
 	log.lines(describe(c, "connected to "+c.RemoteAddr().String()+" from "+c.LocalAddr().String()))
 	res := stream(ctx, c, stdin, stdout, o)
 	return report(res, c, o, log)
+}
+
+// dialError is what smcat says of a failed dial: the smcr error, or for a
+// peer that does not speak SMC what to do in smcat's terms (the smcr error
+// with -v).
+func dialError(err error, o *options, log *logger) string {
+	if !errors.Is(err, smcr.ErrPeerNotSMC) || !o.speaksSMC {
+		return err.Error()
+	}
+	log.infof("detail: %v", err)
+	return "the peer does not speak SMC (it answered the SMC handshake with something else); " +
+		"-peer-speaks-smc is only for peers told the same: for a plain TCP peer run smcat as root without it (it falls back to TCP), or use nc"
 }
 
 // result is how a connection went.

@@ -126,7 +126,7 @@ func New(cfg Config) (*Device, error) {
 	if d.name == "" {
 		d.name = "goroce0"
 	}
-	d.mac = macFor(d.local.Addr())
+	d.mac = randomMAC()
 	if mac, ok := backend.HardwareAddrOf(cfg.Backend); ok {
 		d.mac = mac // a real interface's: GID 0 is its IPv6 link-local address
 	}
@@ -174,7 +174,7 @@ func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 
 // MAC returns the port's MAC address, from which the link-local GID and the
 // node GUID derive: the interface's when the backend owns one
-// (backend.NIC), else a locally administered one from the device's address.
+// (backend.NIC), else a random locally administered one.
 func (d *Device) MAC() [6]byte { return d.mac }
 
 // Attr returns the device attributes (ibv_query_device).

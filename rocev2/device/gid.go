@@ -1,6 +1,7 @@
 package device
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -63,9 +64,13 @@ func guidFromMAC(mac [6]byte) uint64 {
 	return binary.BigEndian.Uint64(g[8:])
 }
 
-// macFor derives a locally administered MAC from the device's address, so
-// that GIDs and GUIDs are stable for a given address.
-func macFor(a netip.Addr) [6]byte {
-	b := a.As16()
-	return [6]byte{0x02, 0x00, b[12], b[13], b[14], b[15]}
+// randomMAC returns a random locally administered unicast MAC, as the
+// kernel gives a veth (eth_hw_addr_random): a device without an interface
+// of its own has no MAC to take, and one derived from its address would be
+// known to anyone (SMC-R's peer ID is made of it).
+func randomMAC() [6]byte {
+	var m [6]byte
+	_, _ = rand.Read(m[:]) // crypto/rand.Read never fails on Linux
+	m[0] = m[0]&^0x01 | 0x02
+	return m
 }
