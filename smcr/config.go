@@ -6,7 +6,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
@@ -41,26 +43,33 @@ func (s Signalling) String() string {
 	return "auto"
 }
 
-// CQDesign chooses how a link's completions reach their handlers.
-type CQDesign uint8
-
-const (
-	// CQPooled takes each link's CQ from a cq.Pool and names each work
-	// request's handler in its completion (ib_cqe): the design Linux
-	// moved SMC-R to ("transition to RDMA core CQ pooling"). The default.
-	CQPooled CQDesign = iota
-	// CQLegacy is SMC-R's design before that change: one send and one
-	// receive CQ per device, a tasklet-like poller, wr_id sequence numbers
-	// looked up in each link's pending slots (cq.Legacy). For comparison.
-	CQLegacy
-)
-
-func (d CQDesign) String() string {
-	if d == CQLegacy {
-		return "legacy"
-	}
-	return "pooled"
+// CQDesign is how a device's link completions reach their handlers: it
+// makes the completion design (a cq.Allocator) of each device a stack
+// opens. PooledCQ is goroce's; a benchmark brings the design it compares
+// it with (smc-bench brings Linux SMC-R's original one).
+type CQDesign interface {
+	// NewAllocator returns the design for dev. onOrphan takes the
+	// completions that name no handler (a failed unsignaled WRITE, in a
+	// design whose reservations tag none): the link they belong to is
+	// taken down.
+	NewAllocator(dev *device.Device, onOrphan func(*cq.WC)) cq.Allocator
+	// String names the design (DeviceStats, errors).
+	String() string
 }
+
+// PooledCQ takes each link's CQ from a cq.Pool that runs to completion on
+// the device's receive goroutine, and names each work request's handler in
+// its completion (ib_cqe): the design Linux moved SMC-R to ("transition to
+// RDMA core CQ pooling"). The default.
+var PooledCQ CQDesign = pooledCQ{}
+
+type pooledCQ struct{}
+
+func (pooledCQ) NewAllocator(dev *device.Device, onOrphan func(*cq.WC)) cq.Allocator {
+	return cq.NewPool(cq.PoolConfig{Devices: []cq.Device{dev}, OnOrphan: onOrphan})
+}
+
+func (pooledCQ) String() string { return "pooled" }
 
 // Config configures SMC-R listeners and dialers. The zero value works: a
 // device on the TCP connection's local address, 64 KiB buffers, the CQ
@@ -96,7 +105,7 @@ type Config struct {
 	// power of two from 16 KiB to 1 MiB (0: 64 KiB each, as Linux).
 	SendBufSize, RecvBufSize int
 
-	// CQ chooses the completion design (default CQPooled).
+	// CQ chooses the completion design (nil: PooledCQ).
 	CQ CQDesign
 	// MaxConnsPerLinkGroup caps the connections of one link group (0:
 	// 255, SMC's maximum). The CQ-pooling experiment used 32.
@@ -130,11 +139,26 @@ type Config struct {
 	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
 	Hostname string
 
-	// WrapBackend, if set, wraps the UDP backend of the goroce device
-	// when a listener or dialer of this Config opens it (a capture:
-	// pcap.NewTap). A device already open in the process is shared as
-	// it is.
+	// Backend, if set, opens the backend of the goroce device when a
+	// listener or dialer of this Config opens it, on the device's address
+	// and port (the AF_PACKET backend, the shared-memory link; nil: a UDP
+	// socket, udp.Open).
+	Backend func(addr netip.AddrPort) (backend.Backend, error)
+	// WrapBackend, if set, wraps that backend (a capture: pcap.NewTap). A
+	// device already open in the process is shared as it is.
 	WrapBackend func(backend.Backend) backend.Backend
+
+	// hooks are the tests' (export_test.go), never set otherwise.
+	hooks testHooks
+}
+
+// testHooks are what a test sets on a Config to make its link groups
+// misbehave as some peers do.
+type testHooks struct {
+	// dropConfirmLinks is how many CONFIRM_LINK requests a client's link
+	// group drops, as a Linux client drops one that arrives before it
+	// waits for it.
+	dropConfirmLinks int32
 }
 
 const (
@@ -155,6 +179,9 @@ const (
 func (c Config) withDefaults() (Config, error) {
 	if c.DevicePort == 0 {
 		c.DevicePort = 4791
+	}
+	if c.CQ == nil {
+		c.CQ = PooledCQ
 	}
 	var err error
 	if c.SendBufSize, err = bufSize("SendBufSize", c.SendBufSize); err != nil {

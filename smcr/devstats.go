@@ -10,12 +10,12 @@ import (
 // benchmarks and monitoring: how its completions reached their handlers
 // and how many link groups it holds.
 type DeviceStats struct {
-	// CQ sums the counters of the device's completion design (cq.Pool or
-	// cq.Legacy): CQ.CompsPerWakeup is the completions handled per poller
+	// CQ sums the counters of the device's completion design (a cq.Pool,
+	// or the design a benchmark brought): CQ.CompsPerWakeup is the completions handled per poller
 	// wake-up, the figure the CQ-pooling change is about.
 	CQ cq.PoolStats
-	// Design is the device's completion design.
-	Design CQDesign
+	// Design names the device's completion design (CQDesign.String).
+	Design string
 	// LinkGroups is how many link groups (each one RC link) the device
 	// holds, lingering ones included.
 	LinkGroups int
@@ -38,5 +38,5 @@ func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
 	s.mu.Lock()
 	n := len(s.lgrs)
 	s.mu.Unlock()
-	return DeviceStats{CQ: s.cqs.Stats(), Design: s.design, LinkGroups: n}, true
+	return DeviceStats{CQ: s.cqs.Stats(), Design: s.design.String(), LinkGroups: n}, true
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/smcr"
 )
 
 // The device counters see the completions of a request/response exchange,
 // on both designs, and the device disappears from them once it closed.
 func TestStatsOfDevice(t *testing.T) {
-	for _, design := range []smcr.CQDesign{smcr.CQPooled, smcr.CQLegacy} {
+	for _, design := range []smcr.CQDesign{smcr.PooledCQ, cqlegacy.SMCR{}} {
 		t.Run(design.String(), func(t *testing.T) {
 			noLeaks(t)
 			p := newPair(t, func(c *smcr.Config) { c.CQ = design })
@@ -22,7 +23,7 @@ func TestStatsOfDevice(t *testing.T) {
 			dev := p.d.LocalAddr
 			before, ok := smcr.StatsOfDevice(dev, 0)
 			require.True(t, ok)
-			assert.Equal(t, design, before.Design)
+			assert.Equal(t, design.String(), before.Design)
 			assert.Equal(t, 1, before.LinkGroups)
 			buf := make([]byte, 3)
 			for range 10 {

@@ -3,18 +3,12 @@ package smcr
 import (
 	"net"
 
-	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
-// SetBackendWrapper makes the stacks opened from now on wrap their UDP
-// backend with wrap (a fault injector, a capture tap); nil restores the
-// plain backend. Tests only.
-func SetBackendWrapper(wrap func(backend.Backend) backend.Backend) { backendWrapper = wrap }
-
-// DropConfirmLinks makes clients drop the next n CONFIRM_LINK requests
-// they receive. Tests only.
-func DropConfirmLinks(n int32) { dropConfirmLinks.Store(n) }
+// DropConfirmLinks makes the client link groups cfg creates drop the first
+// n CONFIRM_LINK requests they receive.
+func DropConfirmLinks(cfg *Config, n int32) { cfg.hooks.dropConfirmLinks = n }
 
 // StackStats are a stack's counters of bad peer input, for tests.
 type StackStats struct {

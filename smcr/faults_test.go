@@ -16,12 +16,15 @@ import (
 	"github.com/goroce/goroce/smcr"
 )
 
-// wrapBackends makes the stacks the test opens use wrap around their UDP
-// backend, until the test ends.
+// wrapBackends makes the stacks the test's pairs open (testConfig) use
+// wrap around their UDP backend, until the test ends.
 func wrapBackends(t *testing.T, wrap func(backend.Backend) backend.Backend) {
-	smcr.SetBackendWrapper(wrap)
-	t.Cleanup(func() { smcr.SetBackendWrapper(nil) })
+	testWrap.Store(&wrap)
+	t.Cleanup(func() { testWrap.Store(nil) })
 }
+
+// testWrap is what wrapBackends set, read by testConfig's WrapBackend.
+var testWrap atomic.Pointer[func(backend.Backend) backend.Backend]
 
 // Under loss, reordering, duplication and corruption of the RoCEv2
 // packets (the TCP connection of the handshake is left alone), every SMC-R

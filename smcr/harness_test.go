@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
 )
 
@@ -55,6 +56,12 @@ func testConfig() smcr.Config {
 	return smcr.Config{
 		Signalling: smcr.SignalConfigured, PeerSpeaksSMC: true, UEIDs: []string{"GOROCE-TEST-UEID"},
 		LinkGroupLinger: 20 * time.Millisecond, HandshakeTimeout: 10 * time.Second,
+		WrapBackend: func(b backend.Backend) backend.Backend {
+			if w := testWrap.Load(); w != nil {
+				return (*w)(b)
+			}
+			return b
+		},
 	}
 }
 

@@ -51,13 +51,16 @@ type linkGroup struct {
 	pd       *device.PD
 	peerPort uint16
 	peerHost string
-	eid      smcwire.EID
-	maxConns int   // negotiated (v2 release 1), else the configured
-	maxLinks int   // negotiated; this side never adds a second link
-	release  uint8 // negotiated SMC-Rv2 release
-	linger   time.Duration
-	testLink time.Duration
-	lnk      *link
+	// dropConfirmLinks: a test's (Config.hooks), how many CONFIRM_LINK
+	// requests a client's group drops.
+	dropConfirmLinks atomic.Int32
+	eid              smcwire.EID
+	maxConns         int   // negotiated (v2 release 1), else the configured
+	maxLinks         int   // negotiated; this side never adds a second link
+	release          uint8 // negotiated SMC-Rv2 release
+	linger           time.Duration
+	testLink         time.Duration
+	lnk              *link
 
 	mu        sync.Mutex // guards the fields below
 	conns     map[uint32]*smcConn
@@ -91,10 +94,6 @@ type lgrEvent struct {
 }
 
 var nextLinkGroupID atomic.Uint32
-
-// dropConfirmLinks, set by tests, is how many CONFIRM_LINK requests clients
-// drop, as a Linux client drops one that arrives before it waits for it.
-var dropConfirmLinks atomic.Int32
 
 // lingerOf is how long a group of role r stays without connections: a
 // client's longer than a server's, as Linux's (600 s / 610 s), so that the
@@ -142,6 +141,7 @@ func newLinkGroup(s *stack, k lgrKey, cfg *Config) (*linkGroup, error) {
 		closing: make(chan struct{}), stop: make(chan struct{}),
 	}
 	g.id = nextLinkGroupID.Add(256) // Linux numbers link groups in steps of 256, process-wide
+	g.dropConfirmLinks.Store(cfg.hooks.dropConfirmLinks)
 	g.maxLinks = 1
 	l, err := newLink(g, 1)
 	if err != nil {
@@ -304,7 +304,7 @@ func (g *linkGroup) onLLC(m smcwire.LLC) {
 		return
 	}
 	if m.Type().Base() == smcwire.LLCConfirmLink && g.role == roleClient {
-		if dropConfirmLinks.Load() > 0 && dropConfirmLinks.Add(-1) >= 0 {
+		if g.dropConfirmLinks.Load() > 0 && g.dropConfirmLinks.Add(-1) >= 0 {
 			return // a test's Linux client that is not waiting yet
 		}
 		select {

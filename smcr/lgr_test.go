@@ -122,10 +122,8 @@ func TestManyConnectionsShareALinkGroup(t *testing.T) {
 // waits, and the connection is SMC-R, not a fallback after the wait.
 func TestConfirmLinkDroppedByTheClient(t *testing.T) {
 	for _, drop := range []int32{1, 2} {
-		p := newPair(t, nil)
-		smcr.DropConfirmLinks(drop)
+		p := newPair(t, func(c *smcr.Config) { smcr.DropConfirmLinks(c, drop) })
 		c, s := p.dial(t)
-		smcr.DropConfirmLinks(0)
 		requireMode(t, c, smcr.ModeSMCRv2)
 		requireMode(t, s, smcr.ModeSMCRv2)
 		c.Close()

@@ -7,13 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/smcr"
 )
 
 // Request/response on one connection, as a redis client and server do it,
 // on both CQ designs: every round trip must complete.
 func TestPingPongBothDesigns(t *testing.T) {
-	for _, design := range []smcr.CQDesign{smcr.CQPooled, smcr.CQLegacy} {
+	for _, design := range []smcr.CQDesign{smcr.PooledCQ, cqlegacy.SMCR{}} {
 		t.Run(design.String(), func(t *testing.T) {
 			noLeaks(t)
 			p := newPair(t, func(c *smcr.Config) { c.CQ = design })

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
@@ -52,7 +51,7 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 	stacks.Lock()
 	defer stacks.Unlock()
 	if s := stacks.m[key]; s != nil {
-		if s.design != cfg.CQ {
+		if s.design.String() != cfg.CQ.String() {
 			return nil, fmt.Errorf("smcr: device %v already runs the %v CQ design; a process uses one design per device", key, s.design)
 		}
 		s.mu.Lock()
@@ -60,7 +59,7 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 		s.mu.Unlock()
 		return s, nil
 	}
-	s, err := openStack(key, cfg.CQ, cfg.WrapBackend)
+	s, err := openStack(key, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -69,20 +68,18 @@ func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
 	return s, nil
 }
 
-// backendWrapper, set by tests, wraps a new stack's UDP backend.
-var backendWrapper func(backend.Backend) backend.Backend
-
-func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) backend.Backend) (*stack, error) {
-	be, err := udp.Open(udp.Config{Addr: key})
+func openStack(key netip.AddrPort, cfg *Config) (*stack, error) {
+	open := cfg.Backend
+	if open == nil {
+		open = openUDP
+	}
+	be, err := open(key)
 	if err != nil {
 		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
 	}
-	var b backend.Backend = be
-	if backendWrapper != nil {
-		b = backendWrapper(b)
-	}
-	if wrap != nil {
-		b = wrap(b)
+	b := be
+	if cfg.WrapBackend != nil {
+		b = cfg.WrapBackend(b)
 	}
 	// DeferACKs: a connection's reader answers from its own goroutine, so
 	// the ACK of what it received waits for that answer (or HoldLimit) and
@@ -93,18 +90,8 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) b
 		be.Close()
 		return nil, err
 	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: design, firstContacts: map[lgrKey]chan struct{}{}}
-	devs := []cq.Device{dev}
-	if design == CQLegacy {
-		// Without the device: the original design's tasklet is woken per
-		// completion event and runs on its own goroutine, every post
-		// leaving at once, as Linux SMC-R ran before the CQ pool. (Given
-		// the device it would run to completion on the receive goroutine
-		// like the pool, which Linux never did: cq-bench's legacy-rtc.)
-		s.cqs = cqlegacy.New(cqlegacy.Config{OnOrphan: s.onOrphan})
-	} else {
-		s.cqs = cq.NewPool(cq.PoolConfig{Devices: devs})
-	}
+	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: cfg.CQ, firstContacts: map[lgrKey]chan struct{}{}}
+	s.cqs = cfg.CQ.NewAllocator(dev, s.onOrphan)
 	s.gid, _ = dev.GID(1)
 	s.mac = dev.MAC()
 	// Linux's system identifier: two random bytes and a MAC of the host.
@@ -120,9 +107,12 @@ func openStack(key netip.AddrPort, design CQDesign, wrap func(backend.Backend) b
 	return s, nil
 }
 
-// onOrphan takes a completion the legacy design found no pending slot for
-// (an unsignaled RDMA WRITE's, which can only be an error): its link is
-// of no further use, as with any failed work request.
+// openUDP is the default backend: a UDP socket on the device's address.
+func openUDP(addr netip.AddrPort) (backend.Backend, error) { return udp.Open(udp.Config{Addr: addr}) }
+
+// onOrphan takes a completion that names no handler (a failed unsignaled
+// RDMA WRITE's, in a design that tags none): its link is of no further
+// use, as with any failed work request.
 func (s *stack) onOrphan(wc *cq.WC) {
 	if wc.Status.OK() {
 		return

@@ -7,14 +7,15 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goroce/goroce/internal/cqlegacy"
 	"github.com/goroce/goroce/smcr"
 )
 
 // The three ways the experiment connects a client to the server.
 const (
 	modeTCP    = "tcp"          // plain TCP loopback: the baseline
-	modeSMCOrg = "smc-original" // SMC-R, the original single-CQ design (smcr.CQLegacy)
-	modeSMCCQP = "smc-pool"     // SMC-R with the CQ pool (smcr.CQPooled)
+	modeSMCOrg = "smc-original" // SMC-R, the original single-CQ design (internal/cqlegacy, which smc-bench brings)
+	modeSMCCQP = "smc-pool"     // SMC-R with the CQ pool (smcr.PooledCQ)
 )
 
 var allModes = []string{modeTCP, modeSMCOrg, modeSMCCQP}
@@ -55,9 +56,9 @@ func (s smcSettings) config(mode string) (*smcr.Config, error) {
 	}
 	switch mode {
 	case modeSMCCQP:
-		cfg.CQ = smcr.CQPooled
+		cfg.CQ = smcr.PooledCQ
 	case modeSMCOrg:
-		cfg.CQ = smcr.CQLegacy
+		cfg.CQ = cqlegacy.SMCR{}
 		cfg.DevicePort++
 	default:
 		return nil, fmt.Errorf("mode %q is not SMC-R", mode)

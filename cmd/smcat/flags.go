@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goroce/goroce/internal/backendflag"
 )
 
 // options are smcat's settings.
@@ -29,6 +31,8 @@ type options struct {
 	bufSize   int           // -buffer: RMB and send buffer size
 	parallel  int           // -P: a client's connections at once (one device, one link group)
 	pattern   int64         // -pattern: bytes of generated data per connection, echo checked
+	backend   string        // -backend: the goroce device's packet backend
+	iface     string        // -i: its interface (-backend afpacket)
 	addr      string
 	port      string
 }
@@ -100,6 +104,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
 	fs.IntVar(&o.parallel, "P", 1, "dial `N` connections at once from one device (so in one link group); more than 1 needs -pattern")
+	fs.StringVar(&o.backend, "backend", backendflag.UDP, "the goroce device's packet `backend`: udp (a UDP socket on port 4791) or afpacket (whole Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)")
+	fs.StringVar(&o.iface, "i", "", "the network `interface` of -backend afpacket (default: the one that has the device's address)")
 	fs.Int64Var(&o.pattern, "pattern", 0, "instead of stdin, send each connection `bytes` of a generated stream (its own per connection), check that the peer echoes it back exactly, and print a line per connection on stdout")
 	return fs
 }
@@ -161,6 +167,10 @@ func parseArgs(args []string) (options, error) {
 		return o, usagef("-P %d needs -pattern: stdin cannot feed %d connections", o.parallel, o.parallel)
 	case o.linger < 0 || o.timeout < 0:
 		return o, usagef("durations must not be negative")
+	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket:
+		return o, usagef("-backend %q: want udp or afpacket", o.backend)
+	case o.iface != "" && o.backend != backendflag.AFPacket:
+		return o, usagef("-i goes with -backend afpacket")
 	}
 	if o.listen && o.conns == 0 && !o.keep {
 		o.conns = 1

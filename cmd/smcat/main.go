@@ -44,11 +44,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/rundir"
+	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
 	"github.com/goroce/goroce/smcr/tcpopt"
 )
@@ -121,6 +124,15 @@ func config(o *options) smcr.Config {
 		SendBufSize: o.bufSize, RecvBufSize: o.bufSize}
 	if o.speaksSMC {
 		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
+	}
+	if o.backend != "" && o.backend != backendflag.UDP {
+		spec := backendflag.Spec{Kind: o.backend, Iface: o.iface}
+		cfg.Backend = func(ap netip.AddrPort) (backend.Backend, error) {
+			s := spec
+			s.Port = ap.Port()
+			b, _, err := backendflag.Open(s, ap.Addr())
+			return b, err
+		}
 	}
 	return cfg
 }

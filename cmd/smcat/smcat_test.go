@@ -490,6 +490,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-P", "2", "127.0.0.1", "80"}, "-P 2 needs -pattern"},
 		{[]string{"-P", "0", "-pattern", "10", "127.0.0.1", "80"}, "want 1 to 255 connections"},
 		{[]string{"-pattern", "-5", "127.0.0.1", "80"}, "want a byte count"},
+		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp or afpacket"},
+		{[]string{"-i", "eth0", "127.0.0.1", "80"}, "-i goes with -backend afpacket"},
 		{[]string{"-l", "-pattern", "5", "127.0.0.1", "80"}, "-P and -pattern go with dialing"},
 	}
 	for _, tt := range tests {
@@ -512,15 +514,15 @@ func TestParseArgs(t *testing.T) {
 		args []string
 		want options
 	}{
-		{[]string{"-lkv", "127.0.0.1", "5000"}, options{parallel: 1, listen: true, keep: true, verbose: true, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
-		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{parallel: 1, listen: true, echo: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"-lkv", "127.0.0.1", "5000"}, options{parallel: 1, backend: "udp", listen: true, keep: true, verbose: true, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"127.0.0.1", "-l", "5000", "--echo"}, options{parallel: 1, backend: "udp", listen: true, echo: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
 		{[]string{"-v", "-ueid", "A", "-ueid", "B", "-s", "::ffff:127.0.0.2", "--linger", "0", "127.0.0.1", "5000"},
-			options{parallel: 1, verbose: true, ueids: []string{"A", "B"}, src: netip.MustParseAddr("127.0.0.2"), end: "shut", addr: "127.0.0.1", port: "5000"}},
+			options{parallel: 1, backend: "udp", verbose: true, ueids: []string{"A", "B"}, src: netip.MustParseAddr("127.0.0.2"), end: "shut", addr: "127.0.0.1", port: "5000"}},
 		{[]string{"-v", "-ueid", "GOROCE-INTEROP-UEID", "-l", "-k", "--echo", "-n", "8", "198.18.0.1", "20000"},
-			options{parallel: 1, verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", linger: defaultLinger, addr: "198.18.0.1", port: "20000"}},
+			options{parallel: 1, backend: "udp", verbose: true, ueids: []string{"GOROCE-INTEROP-UEID"}, listen: true, keep: true, echo: true, conns: 8, end: "shut", linger: defaultLinger, addr: "198.18.0.1", port: "20000"}},
 		{[]string{"-v", "-ueid", "U", "--linger", "3s", "-s", "198.18.0.1", "--end", "abort", "198.18.0.11", "20000"},
-			options{parallel: 1, verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
-		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{parallel: 1, listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+			options{parallel: 1, backend: "udp", verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
+		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{parallel: 1, backend: "udp", listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
