@@ -34,38 +34,47 @@ func (s *smcConn) cdcFieldsLocked(f *smcwire.CDCFields) {
 	s.announced = s.consumed
 }
 
-// postCDCLocked posts a CDC with f's flags in slot sl, after writes. The
-// cursors are read, the sequence number taken and the post made under mu,
-// so CDCs leave in sequence order and never announce a byte whose WRITE is
-// not posted before them.
-func (s *smcConn) postCDCLocked(sl *txSlot, f *smcwire.CDCFields, writes []qp.SendWR) error {
+// postCDCLocked posts, on link l, a CDC with f's flags in slot sl, after
+// writes. The cursors are read, the sequence number taken and the post
+// made under mu, so CDCs leave in sequence order and never announce a
+// byte whose WRITE is not posted before them.
+func (s *smcConn) postCDCLocked(l *link, sl *txSlot, f *smcwire.CDCFields, writes []qp.SendWR) error {
 	s.cdcFieldsLocked(f)
 	msg := smcwire.AppendCDC(sl.cdc[:0], f)
-	sl.conn = s
-	return s.g.lnk.send(sl, msg, writes)
+	sl.conn, sl.ackTo, sl.seq = s, s.sent, f.Seq
+	return l.send(sl, msg, writes)
 }
 
 // sendCDC sends a CDC carrying only cursors and flags (a consumer update,
-// a close), waiting for a send slot until cancel.
-func (s *smcConn) sendCDC(flags smcwire.CDCConnFlags, cancel <-chan struct{}) error {
-	sl, err := s.g.lnk.slot(cancel)
+// a close), waiting for a send slot until cancel. On a link that went
+// down it gives up: the failover's CDC carries the same.
+func (s *smcConn) sendCDC(cancel <-chan struct{}) error {
+	l := s.link()
+	sl, err := l.slot(cancel)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sl.ackTo = s.sndAcked // no send buffer space to free
-	f := smcwire.CDCFields{ConnFlags: flags}
-	return s.postCDCLocked(sl, &f, nil)
+	if s.lnk != l || s.resending {
+		l.release(sl)
+		return nil // moving: the failover's CDC says it
+	}
+	var f smcwire.CDCFields
+	return s.postCDCLocked(l, sl, &f, nil)
 }
 
 // cdcDone runs when a CDC's SEND completed (on a handler's goroutine): the
-// WRITEs before it are done, so the send buffer is free up to ackTo.
-func (s *smcConn) cdcDone(ackTo uint64) {
+// WRITEs before it are done, so the send buffer is free up to ackTo, and
+// seq is the last CDC completed.
+func (s *smcConn) cdcDone(ackTo uint64, seq uint16) {
 	s.mu.Lock()
 	if ackTo > s.sndAcked {
 		s.sndAcked = ackTo
 		wake(s.writable)
+	}
+	if int16(seq-s.seqFin) > 0 {
+		s.seqFin = seq
 	}
 	s.mu.Unlock()
 }
@@ -96,8 +105,9 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 	}
 	seq := m.Seq()
 	if m.ProdFlags()&smcwire.CDCFailoverValidate != 0 {
-		// Sent by Linux after moving a connection to another link; a
-		// goroce link group has one link. Nothing to apply.
+		// The peer moved the connection to another link: a check, not a
+		// CDC to apply (its data follows in the next).
+		s.validateLocked(seq)
 		return
 	}
 	if s.rxSeen && int16(seq-s.rxSeq) < 0 { // older (an equal one is accepted, as Linux does)
@@ -110,6 +120,9 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 		s.violationLocked(err)
 		return
 	}
+	s.rxHist[s.rxHistN%rxHistLen] = rxMark{seq, s.produced}
+	s.rxHistN++
+	s.rewound = false
 	pf, cf := m.ProdFlags(), m.ConnFlags()
 	s.peerWantsUpdate = pf&smcwire.CDCConsUpdateRequest != 0
 	s.peerBlocked = pf&smcwire.CDCWriteBlocked != 0

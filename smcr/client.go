@@ -14,18 +14,20 @@ func (h *handshake) client() error {
 	// Linux always sends header version 2. Its v2-only Proposals leave
 	// the peer ID and MAC zero, yet a Linux server takes both from there
 	// (the MAC as the next hop): this side fills them in.
+	dev := h.st.primary()
 	f := smcwire.ProposalFields{CLCHeader: smcwire.CLCHeader{Version: 2, TypeV1: smcwire.TypeN, TypeV2: smcwire.TypeN},
-		PeerID: h.st.peerID, GID: gidOf(h.st.gid), MAC: h.st.mac}
+		PeerID: h.st.peerID, GID: gidOf(dev.gid), MAC: dev.mac}
 	if wantV1 {
 		f.TypeV1 = smcwire.TypeR
-		f.IPArea = ipArea(h.st.key.Addr())
+		f.IPArea = ipArea(dev.key.Addr())
 	}
 	if wantV2 {
 		f.TypeV2 = smcwire.TypeR
-		// Max links 2, as Linux proposes: a Linux server then offers a
-		// second link (ADD_LINK), which this side rejects at once.
-		v := &smcwire.ProposalV2Ext{Release: 1, RoCEGID: gidOf(h.st.gid),
-			MaxConns: uint8(cfg.MaxConnsPerLinkGroup), MaxLinks: 2, FeatureMask: featureMask}
+		// Max links 2, as Linux proposes: the server then offers a
+		// second link (ADD_LINK), on another device of this side's if it
+		// has one, or on the same one if the server has another.
+		v := &smcwire.ProposalV2Ext{Release: 1, RoCEGID: gidOf(dev.gid),
+			MaxConns: uint8(cfg.MaxConnsPerLinkGroup), MaxLinks: addLinksMax, FeatureMask: featureMask}
 		for _, u := range cfg.UEIDs {
 			v.UserEIDs = append(v.UserEIDs, smcwire.EIDFrom(u))
 		}
@@ -76,9 +78,11 @@ func (h *handshake) client() error {
 		return err
 	}
 	sc := h.sc
-	sc.attachPeer(a.AlertToken(), a.RMBRKey(), a.RMBVA(), a.RMBESize())
+	if err := sc.attachPeer(a.AlertToken(), a.RMBRKey(), a.RMBVA(), a.RMBESize()); err != nil {
+		return decline(smcwire.DiagErrRTok, "%v", err)
+	}
 	if h.first {
-		err := h.g.lnk.connect(a.QPN(), a.PSN(), a.GID(), a.MAC(), peerMTU(h.ourMTU(), a.QPMTU()))
+		err := h.lnk.connect(a.QPN(), a.PSN(), a.GID(), a.MAC(), peerMTU(h.ourMTU(), a.QPMTU()))
 		if err != nil {
 			return decline(smcwire.DiagErrRdyLnk, "%v", err)
 		}
@@ -108,21 +112,26 @@ func (h *handshake) knownEID(e smcwire.EID) bool {
 // clientLinkGroup creates the link group of a first contact, or finds the
 // existing one the server chose (its GID and QP).
 func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
+	// A client's group is the server's (its peer ID): any of its links
+	// may be the one an Accept names (by its QP and GID), as Linux's
+	// smcr_lgr_match looks at every link.
 	peerGID := a.GID()
-	key := lgrKey{role: roleClient, v2: h.v2, peerID: a.PeerID(), peerGID: peerGID}
+	key := lgrKey{role: roleClient, v2: h.v2, peerID: a.PeerID()}
 	if !a.FirstContact() {
 		// As Linux, which serializes the two: a group whose first contact
 		// is under way is waited for, so that it can be the one.
 		known := false
+		var lnk *link
 		g, err := h.joinLinkGroup(key, func(g *linkGroup) bool {
 			known = known || g.usable() // one that is ending or never got ready is not the server's
-			return g.lnk.peerQPN == a.QPN()
+			lnk = g.peerLink(a.QPN(), peerGID)
+			return lnk != nil
 		}, false)
 		switch {
 		case err != nil:
 			return err
 		case g != nil:
-			h.g = g
+			h.g, h.lnk = g, lnk
 			return nil
 		case known:
 			return decline(smcwire.DiagNoSrvLink, "the server reuses a link group whose link (QP %#x) this side does not have", a.QPN())
@@ -155,30 +164,37 @@ func (h *handshake) clientLinkGroup(a smcwire.AcceptConfirm) error {
 	}
 	g.reserved = 1
 	g.mu.Unlock()
-	h.g, h.first = g, true
+	h.g, h.lnk, h.first = g, g.first(), true
 	return nil
 }
 
 // clientConfirmLink waits for the server's CONFIRM_LINK over the new link
-// (4 s, as Linux's client), answers it, and makes the group ready.
+// (4 s, as Linux's client), takes the link number it gives, answers it,
+// and makes the group ready.
 func (h *handshake) clientConfirmLink() error {
-	g := h.g
+	g, l := h.g, h.lnk
+	// As a flow: the server's ADD_LINK, which may follow its CONFIRM_LINK
+	// at once, waits for it (Linux delays it the same way).
+	g.flowMu.Lock()
+	defer g.flowMu.Unlock()
 	select {
 	case m := <-g.cnfLnk:
 		cl := smcwire.ConfirmLink(m)
-		if cl.SenderQPN() != g.lnk.peerQPN {
-			return decline(smcwire.DiagSyncErr, "CONFIRM_LINK from QP %#x, the link's peer is %#x", cl.SenderQPN(), g.lnk.peerQPN)
+		if cl.SenderQPN() != l.peerQPN {
+			return decline(smcwire.DiagSyncErr, "CONFIRM_LINK from QP %#x, the link's peer is %#x", cl.SenderQPN(), l.peerQPN)
 		}
-	case <-g.lnk.dead:
-		return decline(smcwire.DiagTimeoutCL, "the link failed before CONFIRM_LINK: %v", g.lnk.downErr)
+		g.mu.Lock()
+		l.setID(cl.LinkNum()) // the server numbers the links
+		g.mu.Unlock()
+		l.confirm(cl)
+	case <-l.dead:
+		return decline(smcwire.DiagTimeoutCL, "the link failed before CONFIRM_LINK: %v", l.downErr)
 	case <-timeAfter(clientConfirmLinkWait):
 		return decline(smcwire.DiagTimeoutCL, "no CONFIRM_LINK within %v", clientConfirmLinkWait)
 	}
-	if err := g.sendLLC(g.confirmLinkMsg(true), g.stop); err != nil {
+	if err := l.sendLLC(g.confirmLinkMsg(l, true), g.stop, nil); err != nil {
 		return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK response: %v", err)
 	}
-	g.mu.Lock()
-	g.ready = true
-	g.mu.Unlock()
+	g.makeReady(l)
 	return nil
 }

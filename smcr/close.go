@@ -82,7 +82,7 @@ func (s *smcConn) close() error {
 	s.aborted = abort
 	wake(s.readable)
 	wake(s.writable)
-	tellPeer := !s.g.lnk.down.Load() && !s.freed
+	tellPeer := !s.g.dead.Load() && !s.freed
 	s.mu.Unlock()
 
 	if tellPeer {
@@ -125,7 +125,7 @@ func (s *smcConn) close() error {
 func (s *smcConn) sendFlagCDC() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeSlotWait)
 	defer cancel()
-	return s.sendCDC(0, ctx.Done())
+	return s.sendCDC(ctx.Done())
 }
 
 // closeProgressLocked ends a closed connection once the peer has closed

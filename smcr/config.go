@@ -80,6 +80,13 @@ type Config struct {
 	// connection's local address. One device serves every listener and
 	// dialer of the process that names it.
 	Device netip.Addr
+	// Devices, if set, are the addresses of several goroce devices (Device
+	// must then be zero or the first): the first carries each link
+	// group's first link and is the one the CLC handshake names; the
+	// others are alternate paths, offered in the SMC-Rv2 GID list, for a
+	// link group's second link (ADD_LINK), to which connections move when
+	// a path fails.
+	Devices []netip.Addr
 	// DevicePort is the device's UDP port (0: 4791, RoCEv2's).
 	DevicePort uint16
 
@@ -139,6 +146,12 @@ type Config struct {
 	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
 	Hostname string
 
+	// OnLink, if set, is told of every link of the link groups this
+	// Config's handshakes create as it becomes active and as it goes
+	// (failed, deleted, or with its group). It is called on the group's
+	// goroutines, with no lock held, and must return soon.
+	OnLink func(LinkEvent)
+
 	// Backend, if set, opens the backend of the goroce device when a
 	// listener or dialer of this Config opens it, on the device's address
 	// and port (the AF_PACKET backend, the shared-memory link; nil: a UDP
@@ -153,12 +166,21 @@ type Config struct {
 }
 
 // testHooks are what a test sets on a Config to make its link groups
-// misbehave as some peers do.
+// misbehave as some peers do, or notice sooner.
 type testHooks struct {
 	// dropConfirmLinks is how many CONFIRM_LINK requests a client's link
 	// group drops, as a Linux client drops one that arrives before it
 	// waits for it.
 	dropConfirmLinks int32
+	// testLinkWait replaces how long TEST_LINK waits for its answer, and
+	// relinkInterval how long a group that lost a link waits before it
+	// adds one again (0: the defaults).
+	testLinkWait, relinkInterval time.Duration
+	// deviceDownHold replaces how long a device counts as down after its
+	// address went (0: deviceDownHold), and addrAssigned the look at the
+	// interfaces that tells whether it went (nil: addrAssigned).
+	deviceDownHold time.Duration
+	addrAssigned   func(netip.Addr) bool
 }
 
 const (
@@ -217,6 +239,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Hostname == "" {
 		c.Hostname, _ = os.Hostname()
+	}
+	if len(c.Devices) > 0 && c.Device.IsValid() && c.Device.Unmap() != c.Devices[0].Unmap() {
+		return c, fmt.Errorf("smcr: Device %v is not the first of Devices %v: set one of them", c.Device, c.Devices)
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range c.Devices {
+		if !a.IsValid() || a.IsUnspecified() || seen[a.Unmap()] {
+			return c, fmt.Errorf("smcr: Devices %v: each must be a distinct specific address", c.Devices)
+		}
+		seen[a.Unmap()] = true
 	}
 	for _, u := range c.UEIDs {
 		if len(u) == 0 || len(u) > len(smcwire.EID{}) {

@@ -177,10 +177,8 @@ func (c *Conn) Info() ConnInfo {
 		i.BytesSent, i.BytesReceived = s.bytesSent.Load(), s.bytesRecv.Load()
 		i.Token, i.PeerToken = s.token, s.peerTok
 		i.LocalRMBSize, i.PeerRMBSize, i.SendBufSize = len(s.rmb), int(s.peerSize), len(s.snd)
-		l := s.g.lnk
 		i.LinkGroup = s.g.id
-		i.Links = []LinkInfo{{ID: l.id, LocalGID: s.g.st.gid.Addr(), PeerGID: l.peerGID.Addr().Unmap(),
-			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes()}}
+		i.LinkGroupType, i.Links = s.g.linkInfos(s.link())
 	}
 	return i
 }

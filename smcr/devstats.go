@@ -16,8 +16,8 @@ type DeviceStats struct {
 	CQ cq.PoolStats
 	// Design names the device's completion design (CQDesign.String).
 	Design string
-	// LinkGroups is how many link groups (each one RC link) the device
-	// holds, lingering ones included.
+	// LinkGroups is how many link groups have a link on the device,
+	// lingering ones included.
 	LinkGroups int
 }
 
@@ -29,14 +29,11 @@ func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
 	if port == 0 {
 		port = 4791
 	}
-	stacks.Lock()
-	s := stacks.m[netip.AddrPortFrom(addr.Unmap(), port)]
-	stacks.Unlock()
-	if s == nil {
+	devices.Lock()
+	d := devices.m[netip.AddrPortFrom(addr.Unmap(), port)]
+	devices.Unlock()
+	if d == nil {
 		return DeviceStats{}, false
 	}
-	s.mu.Lock()
-	n := len(s.lgrs)
-	s.mu.Unlock()
-	return DeviceStats{CQ: s.cqs.Stats(), Design: s.design.String(), LinkGroups: n}, true
+	return DeviceStats{CQ: d.cqs.Stats(), Design: d.design.String(), LinkGroups: d.linkGroups()}, true
 }

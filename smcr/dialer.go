@@ -62,7 +62,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil || !ok {
 		return newFallback(tc, sig, info, smcwire.DiagPeerNoSMC, "local"), nil
 	}
-	st, err := acquireStack(deviceFor(&cfg, tc), &cfg)
+	st, err := acquireStack(devicesFor(&cfg, tc), &cfg)
 	if err != nil {
 		// No device: tell the server (it expects a Proposal), and go on
 		// over TCP.

@@ -2,6 +2,8 @@ package smcr
 
 import (
 	"net"
+	"net/netip"
+	"time"
 
 	"github.com/goroce/goroce/smcr/smcwire"
 )
@@ -10,11 +12,25 @@ import (
 // n CONFIRM_LINK requests they receive.
 func DropConfirmLinks(cfg *Config, n int32) { cfg.hooks.dropConfirmLinks = n }
 
+// FastLinkChecks makes the link groups cfg creates give up on a TEST_LINK
+// after wait, and add a lost link again every relink.
+func FastLinkChecks(cfg *Config, wait, relink time.Duration) {
+	cfg.hooks.testLinkWait, cfg.hooks.relinkInterval = wait, relink
+}
+
+// AddressesGone makes the devices cfg's stacks open take assigned for
+// the look at the host's interfaces, and count as down only hold after a
+// send failed for want of their address.
+func AddressesGone(cfg *Config, assigned func(netip.Addr) bool, hold time.Duration) {
+	cfg.hooks.addrAssigned, cfg.hooks.deviceDownHold = assigned, hold
+}
+
 // StackStats are a stack's counters of bad peer input, for tests.
 type StackStats struct {
 	BadCDC, BadLLC, UnknownToken, StaleCDC, CDCViolation uint64
 	RKeysDeleted, RKeysUnconfirmed                       uint64
 	TCPBytes                                             uint64
+	LinksAdded, LinksFailed, ConnsMoved, LLCDropped      uint64
 }
 
 // StatsOf returns the counters of the stack a connection uses.
@@ -26,15 +42,19 @@ func StatsFunc(c *Conn) func() StackStats {
 	s := &c.smc.g.st.stats
 	return func() StackStats {
 		return StackStats{s.badCDC.Load(), s.badLLC.Load(), s.unknownToken.Load(), s.staleCDC.Load(), s.cdcViolation.Load(),
-			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load(), s.tcpBytes.Load()}
+			s.rkeysDeleted.Load(), s.rkeysUnconfirmed.Load(), s.tcpBytes.Load(),
+			s.linksAdded.Load(), s.linksFailed.Load(), s.connsMoved.Load(), s.llcDropped.Load()}
 	}
 }
 
-// OpenStacks returns how many stacks (devices) the process has open.
+// OpenStacks returns how many stacks and devices the process has open.
 func OpenStacks() int {
 	stacks.Lock()
-	defer stacks.Unlock()
-	return len(stacks.m)
+	n := len(stacks.m)
+	stacks.Unlock()
+	devices.Lock()
+	defer devices.Unlock()
+	return n + len(devices.m)
 }
 
 // Pending returns the bytes that have arrived on an SMC-R connection and
@@ -52,7 +72,7 @@ func Pending(c net.Conn) int {
 // HoldCDCSlots takes every CDC send slot of the link a connection uses (as
 // writers on a busy link hold them) until release is called. Tests only.
 func HoldCDCSlots(c net.Conn) (release func()) {
-	l := c.(*Conn).smc.g.lnk
+	l := c.(*Conn).smc.link()
 	held := make([]*txSlot, 0, txSlots)
 	for range txSlots {
 		s, err := l.slot(nil)
@@ -74,5 +94,17 @@ func PeerIDOf(c net.Conn) smcwire.PeerID { return c.(*Conn).st.peerID }
 // TCPOf returns the TCP connection under a connection.
 func TCPOf(c net.Conn) *net.TCPConn { return c.(*Conn).tcp }
 
-// LinkDown reports whether the link of a connection's group is down.
-func LinkDown(c net.Conn) bool { return c.(*Conn).smc.g.lnk.down.Load() }
+// LinkDown reports whether the link a connection sends on is down, or
+// its group has no link left.
+func LinkDown(c net.Conn) bool {
+	s := c.(*Conn).smc
+	return s.g.dead.Load() || s.link().down.Load()
+}
+
+// AddingLink reports whether an ADD_LINK flow of c's group runs or waits.
+func AddingLink(c net.Conn) bool {
+	g := c.(*Conn).smc.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.remote > 0
+}

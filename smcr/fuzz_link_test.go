@@ -135,7 +135,7 @@ func FuzzLinkMessage(f *testing.F) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if p == nil || p.s.smc.g.lnk.down.Load() || p.s.smc.aborted || p.c.smc.aborted || p.s.smc.peerAborted {
+		if p == nil || p.s.smc.g.dead.Load() || p.s.smc.link().down.Load() || p.s.smc.aborted || p.c.smc.aborted || p.s.smc.peerAborted {
 			if p != nil {
 				p.close()
 			}
@@ -146,7 +146,7 @@ func FuzzLinkMessage(f *testing.F) {
 		if in[0]&1 == 1 && len(msg) >= 8 && msg[0] == 0xFE {
 			binary.BigEndian.PutUint32(msg[4:], p.s.smc.token)
 		}
-		g.receive(g.lnk, msg)
+		g.receive(p.s.smc.link(), msg)
 	})
 }
 

@@ -42,6 +42,7 @@ type handshake struct {
 	cancel <-chan struct{} // closed when the listener closes, or the dial's context ends
 
 	g     *linkGroup
+	lnk   *link // the connection's link: the first contact's, or the one the server chose
 	first bool
 	sc    *smcConn
 	v2    bool
@@ -119,18 +120,19 @@ func (h *handshake) abandon() {
 	}
 	if h.first {
 		// The group never became ready: end it now.
-		h.g.lnk.fail(errors.New("smcr: handshake of the link group's first connection failed"))
+		h.g.terminate(errors.New("smcr: handshake of the link group's first connection failed"))
 	}
 	if h.sc != nil {
-		_ = h.sc.sndMR.Deregister()
+		h.g.freeBuffer(h.sc.sndBuf)
 		if h.sc.token != 0 {
 			h.g.removeConn(h.sc)
+			h.sc.link().conns.Add(-1)
 		} else {
 			h.g.unreserve()
 		}
 		// The peer may know the RMB's rkey already (CONFIRM_RKEY, or
 		// CLC): it goes the way of a closed connection's.
-		h.g.deleteRKeyLater(h.sc.rmbMR)
+		h.g.deleteRKeyLater(h.sc.rmbBuf)
 	} else {
 		h.g.unreserve()
 	}
@@ -155,23 +157,33 @@ func (h *handshake) sendDecline(de *declineErr) {
 	_ = writeCLC(h.tcp, smcwire.AppendDecline(nil, &f), h.cfg.HandshakeTimeout)
 }
 
-// ourMTU is the QP MTU this side offers: the device port's active MTU.
-func (h *handshake) ourMTU() smcwire.QPMTU {
-	return smcwire.QPMTU(h.st.dev.Port().ActiveMTU)
-}
+// ourMTU is the QP MTU this side offers: the primary device port's active
+// MTU.
+func (h *handshake) ourMTU() smcwire.QPMTU { return ourMTU(h.st.primary()) }
 
-// newConn creates the connection's buffers on h.g and registers it there.
+// newConn creates the connection's buffers on h.g and registers it there,
+// on h.lnk (a server's: the link it chooses for it).
 func (h *handshake) newConn() error {
-	sc, err := newSMCConn(h.g, h.cfg)
+	g := h.g
+	if !h.first {
+		// No link comes or goes while the buffers are registered and the
+		// peer learns their rkeys.
+		g.flowMu.Lock()
+		defer g.flowMu.Unlock()
+	}
+	sc, err := newSMCConn(g, h.cfg)
 	if err != nil {
 		return decline(smcwire.DiagErrRegBuf, "%v", err)
 	}
 	h.sc = sc
-	h.g.addConn(sc)
+	if err := g.addConn(sc, h.lnk); err != nil {
+		return decline(smcwire.DiagNoActLink, "%v", err)
+	}
+	h.lnk = sc.lnk
 	if !h.first {
 		// A later connection's RMB is announced on the link before the
 		// peer learns of it in CLC.
-		if err := h.g.confirmRKeyFlow(sc.rmbMR); err != nil {
+		if err := g.confirmRKeyFlowLocked(h.lnk, sc.rmbBuf); err != nil {
 			return decline(smcwire.DiagErrRegBuf, "CONFIRM_RKEY: %v", err)
 		}
 	}
@@ -180,12 +192,15 @@ func (h *handshake) newConn() error {
 
 // acceptConfirm builds this side's Accept (server) or Confirm (client).
 func (h *handshake) acceptConfirm(confirm bool) []byte {
-	l, sc := h.g.lnk, h.sc
+	l, sc := h.lnk, h.sc
+	h.g.mu.Lock()
+	rkey, va := sc.rmbBuf.rkeyOn(l.idx), rmbVA(sc.rmbBuf)
+	h.g.mu.Unlock()
 	f := smcwire.AcceptConfirmFields{
 		CLCHeader: smcwire.CLCHeader{Version: 1, FirstContact: h.first, TypeV1: smcwire.TypeR},
-		Confirm:   confirm, PeerID: h.st.peerID, GID: gidOf(h.st.gid), MAC: h.st.mac,
-		QPN: l.qp.QPN(), RMBRKey: sc.rmbMR.RKey(), RMBEIndex: 1, AlertToken: sc.token,
-		RMBESizeCode: smcwire.RMBESizeCode(len(sc.rmb)), QPMTU: h.ourMTU(), RMBVA: sc.rmbMR.VA(),
+		Confirm:   confirm, PeerID: h.st.peerID, GID: gidOf(l.dev.gid), MAC: l.dev.mac,
+		QPN: l.qp.QPN(), RMBRKey: rkey, RMBEIndex: 1, AlertToken: sc.token,
+		RMBESizeCode: smcwire.RMBESizeCode(len(sc.rmb)), QPMTU: ourMTU(l.dev), RMBVA: va,
 		PSN: uint32(l.psn),
 	}
 	if confirm {
@@ -200,7 +215,9 @@ func (h *handshake) acceptConfirm(confirm bool) []byte {
 				MaxConns: uint8(h.g.maxConns), MaxLinks: uint8(h.g.maxLinks), FeatureMask: featureMask,
 			}
 			if confirm {
-				f.GIDs = []smcwire.GID{gidOf(h.st.gid)}
+				// The GID list (Linux's smc_fill_gid_list): the link's
+				// device, then the alternate ones.
+				f.GIDs = h.st.gids()
 			}
 		}
 	}
@@ -230,6 +247,7 @@ func (h *handshake) finishConn(c *Conn) {
 	c.info.PeerHost = h.g.peerHost
 	track(c)
 	c.watchTCP()
+	h.sc.follow()
 }
 
 // waitCLC reads the next CLC message. As in Linux, a message that cannot
@@ -260,7 +278,7 @@ func (h *handshake) waitCLC(what string, wait time.Duration) (smcwire.CLC, error
 			return nil, fmt.Errorf("smcr: a malformed CLC Decline: %w", err)
 		}
 		if d.OutOfSync() && h.g != nil && !h.first {
-			h.g.lnk.fail(fmt.Errorf("smcr: the peer declined out of sync (%v)", d.Diagnosis()))
+			h.g.terminate(fmt.Errorf("smcr: the peer declined out of sync (%v)", d.Diagnosis()))
 		}
 		return nil, &declineErr{diag: d.Diagnosis(), peer: true, err: fmt.Errorf("the peer declined (%v)", d.Diagnosis())}
 	}

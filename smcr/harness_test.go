@@ -33,7 +33,7 @@ var nextNet = func() *atomic.Uint32 {
 }()
 
 // freshAddrs returns the next pair of test addresses: 127.(64..191).x.1
-// and .2.
+// and .2 (.3 to .254 stay free for further devices of the same test).
 func freshAddrs() (srv, cli netip.Addr) {
 	n := nextNet.Add(1) % (1 << 15)
 	b, c := byte(64+n>>8), byte(n)
@@ -66,27 +66,40 @@ func testConfig() smcr.Config {
 }
 
 func newPair(t testing.TB, mod func(*smcr.Config)) *pair {
+	return newPairWith(t, nil, mod)
+}
+
+// newPairWith is newPair whose sides get the devices devs returns for the
+// pair's server and client addresses (nil: one each, on that address).
+func newPairWith(t testing.TB, devs func(srv, cli netip.Addr, c *smcr.Config) (server, client []netip.Addr), mod func(*smcr.Config)) *pair {
 	t.Helper()
 	cfg := testConfig()
 	if mod != nil {
 		mod(&cfg)
 	}
 	var (
-		ln  net.Listener
-		cli netip.Addr
-		err error
+		ln      net.Listener
+		cli     netip.Addr
+		cliDevs []netip.Addr
+		err     error
 	)
 	for range 50 {
 		var srv netip.Addr
 		srv, cli = freshAddrs()
-		ln, err = smcr.Listen("tcp", netip.AddrPortFrom(srv, 0).String(), &cfg)
+		sc := cfg
+		if devs != nil {
+			sc.Devices, cliDevs = devs(srv, cli, &cfg)
+		}
+		ln, err = smcr.Listen("tcp", netip.AddrPortFrom(srv, 0).String(), &sc)
 		if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
-	return &pair{ln: ln, d: smcr.Dialer{Config: cfg, LocalAddr: cli}, cfg: cfg}
+	cc := cfg
+	cc.Devices = cliDevs
+	return &pair{ln: ln, d: smcr.Dialer{Config: cc, LocalAddr: cli}, cfg: cfg}
 }
 
 // dial returns a connected client and server.
@@ -176,10 +189,13 @@ func noLeaks(t *testing.T) {
 	})
 }
 
-// pattern fills b with a position-dependent pattern seeded by seed.
+// pattern fills b with a position-dependent pattern seeded by seed. It
+// repeats at no buffer size: a byte the peer never wrote, read where the
+// same place of the RMB held an earlier one, shows.
 func pattern(b []byte, seed int) {
 	for i := range b {
-		b[i] = byte(i*7 + seed*13 + i>>8)
+		x := uint32(i)*2654435761 + uint32(seed)*40503
+		b[i] = byte(x>>24 ^ x>>11)
 	}
 }
 

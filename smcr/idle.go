@@ -41,6 +41,9 @@ func WaitIdle(ctx context.Context) error {
 		stacks.Lock()
 		n := len(stacks.m)
 		stacks.Unlock()
+		devices.Lock()
+		n += len(devices.m) // a stack's devices close after it left the map
+		devices.Unlock()
 		if n == 0 {
 			return nil
 		}

@@ -49,6 +49,12 @@ type ConnInfo struct {
 	// The SMC-R details (zero in a fallback connection).
 	LinkGroup    uint32 // link group id (local)
 	FirstContact bool   // this connection created its link group
+	// LinkGroupType is the group's redundancy, as Linux's smc_lgr_type:
+	// SINGLE, SYMMETRIC (two links on distinct devices of both sides),
+	// ASYMMETRIC_LOCAL (two on one device of this side), ASYMMETRIC_PEER
+	// (of the peer), NONE.
+	LinkGroupType string
+	// Links are every link of the group, the connection's own first.
 	Links        []LinkInfo
 	Token        uint32 // the local alert token (RMBE id)
 	PeerToken    uint32
@@ -62,7 +68,8 @@ type ConnInfo struct {
 	BytesSent, BytesReceived uint64
 }
 
-// LinkInfo is one link of a connection's link group.
+// LinkInfo is one link of a connection's link group, as Linux's `smcr
+// linkgroup show links` lists it.
 type LinkInfo struct {
 	ID       uint8
 	LocalGID netip.Addr
@@ -70,6 +77,34 @@ type LinkInfo struct {
 	LocalQPN uint32
 	PeerQPN  uint32
 	MTU      int
+	// State is Linux's name of the link's state: ACTIVATING (being set
+	// up), ACTIVE, INACTIVE (down: its connections are moving away).
+	State string
+	// Device is the goroce device the link is on.
+	Device netip.AddrPort
+	// InUse marks the link the connection sends on.
+	InUse bool
+	// Asymmetric marks the asymmetric link of an asymmetric group (on
+	// the device the other link uses too): it takes connections only
+	// when the other fails.
+	Asymmetric bool
+	// UserID and PeerUserID are the link user ids of CONFIRM_LINK.
+	UserID, PeerUserID uint32
+	// Conns is how many of the group's connections send on the link;
+	// TxMsgs and RxMsgs count the CDC and LLC messages it sent and
+	// received.
+	Conns          int
+	TxMsgs, RxMsgs uint64
+}
+
+// LinkEvent is a link coming or going (Config.OnLink).
+type LinkEvent struct {
+	LinkGroup     uint32
+	Role          string // the group's: "client" or "server"
+	LinkGroupType string // after the event (see ConnInfo)
+	Up            bool   // the link became active; else it went
+	Link          LinkInfo
+	Err           error // why it went
 }
 
 // Info returns what is known of c, a connection from this package

@@ -64,15 +64,12 @@ func listen(ctx context.Context, network, address string, cfg *Config) (*Listene
 		return nil, err
 	}
 	tl := ln.(*net.TCPListener)
-	dev := c.Device
-	if !dev.IsValid() {
-		ap := tl.Addr().(*net.TCPAddr).AddrPort()
-		if dev = ap.Addr().Unmap(); dev.IsUnspecified() {
-			tl.Close()
-			return nil, fmt.Errorf("smcr: listen on %s: the goroce device needs a specific address: listen on one, or set Config.Device", address)
-		}
+	devs := c.devices(tl.Addr().(*net.TCPAddr).AddrPort().Addr().Unmap())
+	if devs[0].IsUnspecified() {
+		tl.Close()
+		return nil, fmt.Errorf("smcr: listen on %s: the goroce device needs a specific address: listen on one, or set Config.Device", address)
 	}
-	st, err := acquireStack(dev, &c)
+	st, err := acquireStack(devs, &c)
 	if err != nil {
 		tl.Close()
 		return nil, err
@@ -238,11 +235,19 @@ func (l *Listener) serve(tc *net.TCPConn) *Conn {
 	return c
 }
 
-// deviceFor returns the device address of a connection: cfg's, or the TCP
-// connection's local address.
-func deviceFor(cfg *Config, tc *net.TCPConn) netip.Addr {
-	if cfg.Device.IsValid() {
-		return cfg.Device
+// devices returns the device addresses of a stack: Devices, else Device,
+// else local (the TCP address).
+func (c *Config) devices(local netip.Addr) []netip.Addr {
+	switch {
+	case len(c.Devices) > 0:
+		return c.Devices
+	case c.Device.IsValid():
+		return []netip.Addr{c.Device}
 	}
-	return tc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	return []netip.Addr{local}
+}
+
+// devicesFor returns the device addresses of a dialed connection.
+func devicesFor(cfg *Config, tc *net.TCPConn) []netip.Addr {
+	return cfg.devices(tc.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap())
 }

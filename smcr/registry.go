@@ -139,7 +139,7 @@ func Sockets(limit int) (socks []Socket, more int) {
 
 // socket describes a listener.
 func (l *Listener) socket() Socket {
-	return Socket{State: stateListen, Signalling: l.mode.String(), Local: addrPort(l.tcp.Addr()), Device: l.st.key}
+	return Socket{State: stateListen, Signalling: l.mode.String(), Local: addrPort(l.tcp.Addr()), Device: l.st.primary().key}
 }
 
 // socket describes a connection (its locks, one at a time; none held
@@ -153,7 +153,7 @@ func (c *Conn) socket() Socket {
 		return s
 	}
 	s.State, s.Shutdown = c.smc.state()
-	s.Device = c.st.key
+	s.Device = c.st.primary().key
 	s.LinkGroup, s.FirstContact, s.Links = i.LinkGroup, i.FirstContact, i.Links
 	s.Token, s.PeerToken = i.Token, i.PeerToken
 	s.RMBSize, s.PeerRMBSize, s.SendBufSize = i.LocalRMBSize, i.PeerRMBSize, i.SendBufSize

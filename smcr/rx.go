@@ -68,6 +68,8 @@ func (s *smcConn) readErrLocked() error {
 	switch {
 	case s.peerAborted:
 		return s.peerAbortErr
+	case s.rewound && s.err == nil:
+		return nil // bytes taken back come again before the end
 	case s.peerDoneWriting || s.peerClosed:
 		return io.EOF
 	case s.err != nil:
@@ -114,18 +116,22 @@ func (s *smcConn) sendConsumerUpdate(wait bool) error {
 	if !wait {
 		cancel = closedChan
 	}
-	return s.sendCDC(0, cancel)
+	return s.sendCDC(cancel)
 }
 
 // closedChan is a closed channel: a wait on it gives up at once.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // writeTo copies what the connection receives to w until EOF
-// (io.WriterTo): straight from the RMB, without a buffer of its own.
+// (io.WriterTo): straight from the RMB, without a buffer of its own,
+// while its group has a single link. With two, a failover may write
+// bytes again into the RMB (failover.go) while w reads them: then each
+// piece is copied out under the lock first, as Read does.
 func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 	s.rdMu.Lock()
 	defer s.rdMu.Unlock()
 	var total int64
+	var buf []byte
 	for {
 		s.mu.Lock()
 		avail := s.produced - s.consumed
@@ -148,6 +154,12 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 		size := uint64(len(s.rmb))
 		off := s.consumed % size
 		chunk := s.rmb[off : off+min(avail, size-off)]
+		if s.g.redundant.Load() {
+			if buf == nil {
+				buf = make([]byte, size)
+			}
+			chunk = buf[:copy(buf, chunk)]
+		}
 		s.handed = uint64(len(chunk))
 		s.mu.Unlock()
 		// The peer writes only into free space: the bytes of chunk stay

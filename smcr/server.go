@@ -46,7 +46,7 @@ func (h *handshake) server() error {
 		h.v2 = true
 		peerGID = p.RoCEGID()
 	case p.TypeV1().HasR() && p.HasIPArea():
-		if !subnetMatches(p, h.st.key.Addr()) {
+		if !subnetMatches(p, h.st.primary().key.Addr()) {
 			return decline(smcwire.DiagDiffPrefix, "the client's IP area is not this device's subnet")
 		}
 	case p.TypeV2().HasR() && p.HasV2Ext() && p.NumUserEIDs() == 0:
@@ -58,10 +58,10 @@ func (h *handshake) server() error {
 		return decline(smcwire.DiagModeUnsupp, "the client offers no SMC-R variant this side speaks")
 	}
 	// v2 release 1 negotiates the group's limits: the lower of both
-	// sides' max connections (at least 16), and one link: this side has
-	// no second path, and a Linux client told max links 2 would wait
-	// three seconds for an ADD_LINK that never comes.
-	maxConns, release := cfg.MaxConnsPerLinkGroup, uint8(0)
+	// sides' max connections (at least 16) and max links (this side asks
+	// for two, as Linux: after the first contact it adds a second link,
+	// see addlink.go).
+	maxConns, maxLinks, release := cfg.MaxConnsPerLinkGroup, addLinksMax, uint8(0)
 	if h.v2 {
 		release = min(p.Release(), 1)
 		if release >= 1 {
@@ -72,6 +72,7 @@ func (h *handshake) server() error {
 			if p.MaxLinks() < 1 {
 				return decline(smcwire.DiagMaxLinkErr, "the client's max links is 0")
 			}
+			maxLinks = min(maxLinks, int(p.MaxLinks()))
 		}
 	}
 	key := lgrKey{role: roleServer, v2: h.v2, peerID: p.PeerID(), peerGID: peerGID, peerTCP: addrPort(h.tcp.RemoteAddr()).Addr()}
@@ -87,10 +88,10 @@ func (h *handshake) server() error {
 		}
 		// The group's worker runs already (and reads these under mu).
 		g.mu.Lock()
-		g.eid, g.release = h.eid, release
+		g.eid, g.release, g.maxLinks = h.eid, release, maxLinks
 		g.reserved = 1
 		g.mu.Unlock()
-		h.g, h.first = g, true
+		h.g, h.lnk, h.first = g, g.first(), true
 	}
 	if err := h.newConn(); err != nil {
 		return err
@@ -112,7 +113,7 @@ func (h *handshake) server() error {
 	if c.FirstContact() != h.first {
 		return decline(smcwire.DiagSyncErr, "the client's Confirm disagrees on first contact")
 	}
-	if l := h.g.lnk; !h.first && (c.QPN() != l.peerQPN || c.GID() != l.peerGID) {
+	if l := h.lnk; !h.first && (c.QPN() != l.peerQPN || c.GID() != l.peerGID) {
 		// Its connection would be on a link it does not have.
 		return decline(smcwire.DiagSyncErr, "the client's Confirm names QP %#x of %v, the link group's peer is QP %#x of %v",
 			c.QPN(), c.GID().Addr(), l.peerQPN, l.peerGID.Addr())
@@ -131,16 +132,27 @@ func (h *handshake) server() error {
 			return decline(smcwire.DiagMaxLinkErr, "the client's max links %d is not the negotiated %d", c.MaxLinks(), h.g.maxLinks)
 		}
 	}
-	h.sc.attachPeer(c.AlertToken(), c.RMBRKey(), c.RMBVA(), c.RMBESize())
+	if err := h.sc.attachPeer(c.AlertToken(), c.RMBRKey(), c.RMBVA(), c.RMBESize()); err != nil {
+		return decline(smcwire.DiagErrRTok, "%v", err)
+	}
 	if h.first {
+		h.g.mu.Lock()
 		if c.HasFirstContactExt() {
 			h.g.peerHost = c.Hostname().String()
 		}
-		if err := h.g.lnk.connect(c.QPN(), c.PSN(), c.GID(), c.MAC(), peerMTU(h.ourMTU(), c.QPMTU())); err != nil {
+		for i := range c.NumGIDs() {
+			h.g.peerGIDs = append(h.g.peerGIDs, c.ListGID(i))
+		}
+		h.g.mu.Unlock()
+		if err := h.lnk.connect(c.QPN(), c.PSN(), c.GID(), c.MAC(), peerMTU(h.ourMTU(), c.QPMTU())); err != nil {
 			return decline(smcwire.DiagErrRdyLnk, "%v", err)
 		}
 		if err := h.serverConfirmLink(); err != nil {
 			return err
+		}
+		if h.g.maxLinks > 1 {
+			// As Linux's server after a first contact: try a second link.
+			h.g.spawnRemote(func() { h.g.serverAddLink(nil) })
 		}
 	}
 	h.endFirstContact()
@@ -161,15 +173,14 @@ func (h *handshake) commonEID(p smcwire.Proposal) bool {
 // serverConfirmLink runs CONFIRM_LINK over the new link and makes the
 // group ready.
 func (h *handshake) serverConfirmLink() error {
-	g := h.g
-	g.flowMu.Lock()
-	select {
-	case <-g.resp:
-	default:
+	g, l := h.g, h.lnk
+	send := func() error {
+		g.flowMu.Lock()
+		defer g.flowMu.Unlock()
+		return l.sendLLC(g.confirmLinkMsg(l, false), g.stop, nil)
 	}
-	err := g.sendLLC(g.confirmLinkMsg(false), g.stop)
-	g.flowMu.Unlock()
-	if err != nil {
+	g.drainResp()
+	if err := send(); err != nil {
 		return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK: %v", err)
 	}
 	deadline := timeAfter(serverConfirmLinkWait)
@@ -177,27 +188,23 @@ func (h *handshake) serverConfirmLink() error {
 	defer resend.Stop()
 	for {
 		select {
-		case r := <-g.resp:
-			if smcwire.LLCType(r[0]).Base() != smcwire.LLCConfirmLink {
+		case in := <-g.resp:
+			if !isResponseOf(smcwire.LLCConfirmLink)(in) {
 				continue
 			}
+			l.confirm(smcwire.ConfirmLink(in.msg))
 		case <-resend.C:
-			g.flowMu.Lock()
-			err := g.sendLLC(g.confirmLinkMsg(false), g.stop)
-			g.flowMu.Unlock()
-			if err != nil {
+			if err := send(); err != nil {
 				return decline(smcwire.DiagErrRdyLnk, "CONFIRM_LINK: %v", err)
 			}
 			continue
-		case <-g.lnk.dead:
-			return decline(smcwire.DiagTimeoutCL, "the link failed during CONFIRM_LINK: %v", g.lnk.downErr)
+		case <-l.dead:
+			return decline(smcwire.DiagTimeoutCL, "the link failed during CONFIRM_LINK: %v", l.downErr)
 		case <-deadline:
 			return decline(smcwire.DiagTimeoutCL, "no CONFIRM_LINK response within %v", serverConfirmLinkWait)
 		}
 		break
 	}
-	g.mu.Lock()
-	g.ready = true
-	g.mu.Unlock()
+	g.makeReady(l)
 	return nil
 }

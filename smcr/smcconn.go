@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
 // smcConn is the SMC-R half of a connection: its RMB (the buffer the peer
-// writes into) and send buffer, the peer's RMB it writes into, and the
-// cursors and flags that the CDC messages of both sides move.
+// writes into) and send buffer, the peer's RMB it writes into, the link it
+// sends on, and the cursors and flags that the CDC messages of both sides
+// move.
 //
 // Cursors are kept as byte counts since the connection began (uint64: they
 // never wrap); a CDC carries them as (wrap, count) in the RMB it refers to.
@@ -24,37 +24,49 @@ import (
 //	  produced: the peer's writes     sent:     our writes (posted)
 //	  consumed: what we have read     peerCons: what the peer has read
 //	  announced: consumed as last
-//	             sent in a CDC      our send buffer (snd)
-//	                                  sndHead:  bytes copied in
-//	                                  sndAcked: of those, freed (CDC done)
+//	             sent in a CDC      our send buffer (snd): every byte
+//	                                  written, from sndAcked (its CDC
+//	                                  completed: free again) to sent
 //
-// Locking: mu guards the cursors and flags; rdMu and wrMu admit one Read
-// and one Write at a time. Handlers (onCDC, on the receive goroutine) take
-// only mu, and wake readers and writers through the capacity-1 channels.
+// Every byte sent stays in the send buffer until its CDC completes, so
+// that a failover can write it again on another link (failover.go).
+//
+// Locking: mu guards the cursors, flags and link; rdMu and wrMu admit one
+// Read and one Write at a time. Handlers (onCDC, on the receive goroutine)
+// take only mu, and wake readers and writers through the capacity-1
+// channels.
 type smcConn struct {
 	c        *Conn
 	g        *linkGroup
 	token    uint32
 	peerTok  uint32
 	rmb      []byte
-	rmbMR    *device.MR
+	rmbBuf   *buffer
 	snd      []byte
-	sndMR    *device.MR
-	peerVA   uint64
-	peerRKey uint32
+	sndBuf   *buffer
 	peerSize uint64
 	limit    uint64       // rmbe_update_limit: consumption worth announcing unasked
-	sgl      [2][2]qp.SGE // the WRITEs' gather lists (Write is serialized by wrMu)
+	sgl      [2][2]qp.SGE // the WRITEs' gather lists (built and posted under mu)
 
 	rdMu, wrMu sync.Mutex
 	readable   chan struct{}
 	writable   chan struct{}
 	rdl, wdl   *deadline
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// The link the connection sends on, with the send buffer's region
+	// there and the peer's RMB as that link reaches it; moved is closed
+	// (and replaced) whenever it changes.
+	lnk       *link
+	sndVA     uint64
+	sndLKey   uint32
+	peerVA    uint64
+	peerRKey  uint32
+	moved     chan struct{}
+	rtIdx     int // the peer's RMB in the group's rtokens
 	sent      uint64
-	sndHead   uint64 // bytes ever copied into the send buffer
-	sndAcked  uint64 // of those, the ones whose CDC completed (free again)
+	sndAcked  uint64 // of sent, the bytes whose CDC completed (free again)
+	seqFin    uint16 // the sequence number of the last CDC completed
 	peerCons  uint64
 	peerConsC smcwire.Cursor
 	produced  uint64
@@ -67,6 +79,14 @@ type smcConn struct {
 	txSeq        uint16
 	rxSeq        uint16
 	rxSeen       bool // a CDC has arrived (rxSeq is valid)
+	// rxHist is what the last CDCs received announced (a ring), for the
+	// peer's failover validation (validateLocked).
+	rxHist  [rxHistLen]rxMark
+	rxHistN int
+	rewound bool // a validation took bytes back: they come again in the next CDC
+	// resending: a failover is moving the connection (switchLink) and
+	// writes wait until it has sent everything again.
+	resending bool
 	// The peer's producer flags from its last CDC.
 	peerWantsUpdate bool
 	peerBlocked     bool
@@ -89,6 +109,17 @@ type smcConn struct {
 	bytesSent, bytesRecv atomic.Uint64
 }
 
+// rxHistLen is how many CDCs a connection remembers: more than a peer
+// can have in flight unconfirmed (Linux and goroce: 16 per link).
+const rxHistLen = 32
+
+// rxMark is what one CDC received announced: its sequence number and the
+// producer count after it.
+type rxMark struct {
+	seq      uint16
+	produced uint64
+}
+
 var (
 	errAborted      = &errnoError{"smcr: connection reset: the peer aborted it", syscall.ECONNRESET}
 	errClosedWrite  = errors.New("smcr: write after CloseWrite or Close")
@@ -99,20 +130,23 @@ var (
 )
 
 // newSMCConn allocates a connection's buffers on group g and registers
-// them: the RMB with remote write (only the peer of g gets its rkey), the
-// send buffer for local use.
+// them on every link of the group: the RMB with remote write (only the
+// peer of g gets its rkeys), the send buffer for local use.
 func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 	s := &smcConn{
 		g: g, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1),
-		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}),
-		rmb: make([]byte, cfg.RecvBufSize), snd: make([]byte, cfg.SendBufSize),
+		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}), moved: make(chan struct{}),
+		rmb: make([]byte, cfg.RecvBufSize), snd: make([]byte, cfg.SendBufSize), rtIdx: -1,
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var err error
-	if s.rmbMR, err = g.pd.RegisterMR(s.rmb, device.AccessLocalWrite|device.AccessRemoteWrite); err != nil {
+	if s.rmbBuf, err = g.newBufferLocked(s.rmb, true); err != nil {
 		return nil, fmt.Errorf("smcr: register the RMB: %w", err)
 	}
-	if s.sndMR, err = g.pd.RegisterMR(s.snd, 0); err != nil {
-		_ = s.rmbMR.Deregister()
+	if s.sndBuf, err = g.newBufferLocked(s.snd, false); err != nil {
+		delete(g.bufs, s.rmbBuf)
+		s.rmbBuf.deregister()
 		return nil, fmt.Errorf("smcr: register the send buffer: %w", err)
 	}
 	// Linux: rmbe_update_limit = max(rmbe size / 10, SOCK_MIN_SNDBUF / 2).
@@ -124,12 +158,23 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 // SKB_TRUESIZE(1)), which rmbe_update_limit halves.
 const sockMinSndBuf = 4608
 
-// attachPeer records the peer's RMB and token from its CLC message, and
-// applies a CDC that came over the link before the CLC message did (a
-// client may write as soon as it has sent its Confirm).
-func (s *smcConn) attachPeer(token, rkey uint32, va uint64, size uint32) {
+// attachPeer records the peer's RMB and token from its CLC message, whose
+// rkey is valid on the connection's link, and applies a CDC that came over
+// the link before the CLC message did (a client may write as soon as it
+// has sent its Confirm).
+func (s *smcConn) attachPeer(token, rkey uint32, va uint64, size uint32) error {
+	s.mu.Lock()
+	l := s.lnk
+	s.mu.Unlock()
+	s.g.mu.Lock()
+	i := s.g.rtokenAddLocked(l.idx, rkey, va)
+	s.g.mu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("smcr: the peer has as many RMBs in the link group as it takes (%d)", maxRTokens)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rtIdx = i
 	s.peerTok, s.peerRKey, s.peerVA, s.peerSize = token, rkey, va, uint64(size)
 	s.attached = true
 	if s.early != nil {
@@ -137,6 +182,14 @@ func (s *smcConn) attachPeer(token, rkey uint32, va uint64, size uint32) {
 		s.early = nil
 		s.onCDCLocked(early)
 	}
+	return nil
+}
+
+// link returns the link the connection sends on.
+func (s *smcConn) link() *link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lnk
 }
 
 // wake sends a non-blocking wake-up on ch.
@@ -161,16 +214,16 @@ func (s *smcConn) failLocked(err error) {
 }
 
 // linkGroupEnded kills the connection because its link group ended, as
-// Linux's smc_conn_kill: an abort CDC if the link can still send, Read and
-// Write fail, and the TCP connection is reset.
-func (s *smcConn) linkGroupEnded(err error) {
+// Linux's smc_conn_kill: an abort CDC if a link can still send (tell),
+// Read and Write fail, and the TCP connection is reset.
+func (s *smcConn) linkGroupEnded(err error, tell bool) {
 	s.mu.Lock()
 	s.failLocked(fmt.Errorf("%w: %v", errLinkGroupEnd, err))
-	tell := !s.closed && !s.g.lnk.down.Load()
+	tell = tell && !s.closed
 	s.closed, s.aborted = true, true
 	s.mu.Unlock()
 	if tell {
-		_ = s.sendCDC(0, closedChan) // only if a slot is free at once
+		_ = s.sendCDC(closedChan) // only if a slot is free at once
 	}
 	if s.c != nil {
 		s.c.reset.Store(true)
@@ -187,11 +240,15 @@ func (s *smcConn) release() {
 		return
 	}
 	s.freed = true
+	l := s.lnk
 	s.mu.Unlock()
 	s.rdl.stop()
 	s.wdl.stop()
 	g := s.g
 	g.removeConn(s)
-	g.deleteRKeyLater(s.rmbMR)
-	_ = s.sndMR.Deregister()
+	if l != nil {
+		l.conns.Add(-1)
+	}
+	g.deleteRKeyLater(s.rmbBuf)
+	g.freeBuffer(s.sndBuf)
 }

@@ -2,33 +2,26 @@ package smcr
 
 import (
 	"crypto/rand"
-	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/rocev2/backend"
-	"github.com/goroce/goroce/rocev2/backend/udp"
-	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
-// A stack is SMC-R on one goroce device: the device, its protection domain
-// and completion design, the process's SMC peer ID for it, and the link
-// groups whose links live on it. Listeners, dialers and connections that
-// name the same device address share one stack; it is opened by the first
-// and closed when the last reference (a listener, a connection, a link
-// group lingering for reuse) goes away.
+// A stack is SMC-R on a set of goroce devices: the first (the primary)
+// carries each link group's first link and is the one the CLC handshake
+// names; the others are alternate paths for further links. It holds the
+// process's SMC peer ID for them and the link groups whose links live on
+// them. Listeners, dialers and connections that name the same devices
+// share one stack; it is opened by the first and closed when the last
+// reference (a listener, a connection, a link group lingering for reuse)
+// goes away.
 type stack struct {
-	key    netip.AddrPort
-	dev    *device.Device
-	pd     *device.PD
-	cqs    cq.Allocator
-	design CQDesign
+	key    string // the devices' addresses and ports, in order
+	devs   []*smcDevice
 	peerID smcwire.PeerID
-	gid    device.GID // index 1: the RoCEv2 GID of the device's address
-	mac    smcwire.MAC
 
 	stats stackStats
 
@@ -41,94 +34,86 @@ type stack struct {
 
 var stacks = struct {
 	sync.Mutex
-	m map[netip.AddrPort]*stack
-}{m: map[netip.AddrPort]*stack{}}
+	m map[string]*stack
+}{m: map[string]*stack{}}
 
-// acquireStack returns the stack of the device at addr:port, opening it on
-// first use, with one more reference.
-func acquireStack(addr netip.Addr, cfg *Config) (*stack, error) {
-	key := netip.AddrPortFrom(addr.Unmap(), cfg.DevicePort)
+// stackKey names a stack by its devices.
+func stackKey(keys []netip.AddrPort) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// acquireStack returns the stack of the devices at addrs (the first the
+// primary), opening what is not open yet, with one more reference.
+func acquireStack(addrs []netip.Addr, cfg *Config) (*stack, error) {
+	keys := make([]netip.AddrPort, len(addrs))
+	for i, a := range addrs {
+		keys[i] = netip.AddrPortFrom(a.Unmap(), cfg.DevicePort)
+	}
+	key := stackKey(keys)
 	stacks.Lock()
 	defer stacks.Unlock()
 	if s := stacks.m[key]; s != nil {
-		if s.design.String() != cfg.CQ.String() {
-			return nil, fmt.Errorf("smcr: device %v already runs the %v CQ design; a process uses one design per device", key, s.design)
+		if s.devs[0].design.String() != cfg.CQ.String() {
+			return nil, errDesign(keys[0], s.devs[0].design)
 		}
 		s.mu.Lock()
 		s.refs++
 		s.mu.Unlock()
 		return s, nil
 	}
-	s, err := openStack(key, cfg)
-	if err != nil {
-		return nil, err
+	s := &stack{key: key, firstContacts: map[lgrKey]chan struct{}{}}
+	devices.Lock()
+	for _, k := range keys {
+		d, err := acquireDeviceLocked(k, cfg)
+		if err != nil {
+			for _, d := range s.devs {
+				d.releaseLocked()
+			}
+			devices.Unlock()
+			return nil, err
+		}
+		s.devs = append(s.devs, d)
 	}
-	s.refs = 1
-	stacks.m[key] = s
-	return s, nil
-}
-
-func openStack(key netip.AddrPort, cfg *Config) (*stack, error) {
-	open := cfg.Backend
-	if open == nil {
-		open = openUDP
-	}
-	be, err := open(key)
-	if err != nil {
-		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
-	}
-	b := be
-	if cfg.WrapBackend != nil {
-		b = cfg.WrapBackend(b)
-	}
-	// DeferACKs: a connection's reader answers from its own goroutine, so
-	// the ACK of what it received waits for that answer (or HoldLimit) and
-	// leaves in its system call (measured with smc-bench, redis GET at 64
-	// clients: 30 instead of 37 CPU µs per request).
-	dev, err := device.New(device.Config{Name: "goroce-smc", Backend: b, DeferACKs: true})
-	if err != nil {
-		be.Close()
-		return nil, err
-	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: cfg.CQ, firstContacts: map[lgrKey]chan struct{}{}}
-	s.cqs = cfg.CQ.NewAllocator(dev, s.onOrphan)
-	s.gid, _ = dev.GID(1)
-	s.mac = dev.MAC()
+	devices.Unlock()
 	// Linux's system identifier: two random bytes and a MAC of the host.
 	// The device's MAC is random too (it has no interface of its own), so
 	// none of the peer ID can be guessed: a stranger's Proposal cannot
 	// claim another client's link group by naming its peer ID.
 	if _, err := rand.Read(s.peerID[:2]); err != nil {
-		s.cqs.Close()
-		dev.Close()
+		s.releaseDevices()
 		return nil, err
 	}
-	copy(s.peerID[2:], s.mac[:])
+	copy(s.peerID[2:], s.devs[0].mac[:])
+	s.refs = 1
+	stacks.m[key] = s
 	return s, nil
 }
 
-// openUDP is the default backend: a UDP socket on the device's address.
-func openUDP(addr netip.AddrPort) (backend.Backend, error) { return udp.Open(udp.Config{Addr: addr}) }
+// primary is the device of the CLC handshake and of first links.
+func (s *stack) primary() *smcDevice { return s.devs[0] }
 
-// onOrphan takes a completion that names no handler (a failed unsignaled
-// RDMA WRITE's, in a design that tags none): its link is of no further
-// use, as with any failed work request.
-func (s *stack) onOrphan(wc *cq.WC) {
-	if wc.Status.OK() {
-		return
-	}
-	s.mu.Lock()
-	var l *link
-	for _, g := range s.lgrs {
-		if g.lnk != nil && g.lnk.qp != nil && g.lnk.qp.QPN() == wc.QPNum {
-			l = g.lnk
-			break
+// deviceOf returns the stack's device whose GID is g, or nil.
+func (s *stack) deviceOf(g smcwire.GID) *smcDevice {
+	for _, d := range s.devs {
+		if gidOf(d.gid) == g {
+			return d
 		}
 	}
-	s.mu.Unlock()
-	if l != nil {
-		l.fail(fmt.Errorf("smcr: a work request on the link completed with %v", wc.Status))
+	return nil
+}
+
+// gids are the GIDs of the stack's devices, the primary's first (the
+// SMC-Rv2 GID list of a first contact's Confirm, REQUEST_ADD_LINK).
+func (s *stack) gids() []smcwire.GID {
+	g := make([]smcwire.GID, len(s.devs))
+	for i, d := range s.devs {
+		g[i] = gidOf(d.gid)
 	}
+	return g
 }
 
 // ref takes one more reference on a stack already held.
@@ -151,14 +136,21 @@ func (s *stack) release() {
 	s.mu.Unlock()
 	stacks.Unlock()
 	if last {
-		s.cqs.Close()
-		s.dev.Close()
+		s.releaseDevices()
 		stackClosed()
 	}
 }
 
+func (s *stack) releaseDevices() {
+	devices.Lock()
+	for _, d := range s.devs {
+		d.releaseLocked()
+	}
+	devices.Unlock()
+}
+
 // gidOf is the smcwire form of a device GID.
-func gidOf(g device.GID) smcwire.GID { return smcwire.GID(g) }
+func gidOf(g [16]byte) smcwire.GID { return smcwire.GID(g) }
 
 // stackStats counts what the peers of a stack did wrong (every hostile or
 // broken message is dropped and counted, never trusted), and how RMBs left.
@@ -172,6 +164,11 @@ type stackStats struct {
 	staleCDC     atomic.Uint64 // a CDC with an old sequence number
 	cdcViolation atomic.Uint64 // a CDC whose cursors break the protocol (aborts the connection)
 	tcpBytes     atomic.Uint64 // bytes on an SMC-R connection's TCP connection after the handshake (aborts it)
+
+	linksAdded  atomic.Uint64 // links that became active after the first (ADD_LINK)
+	linksFailed atomic.Uint64 // links that went down (their connections moved, or their group ended)
+	connsMoved  atomic.Uint64 // connections moved to another link (failover)
+	llcDropped  atomic.Uint64 // LLC requests dropped: a flow of that kind already runs or waits
 }
 
 func (s *stack) count(c *atomic.Uint64) { c.Add(1) }

@@ -109,7 +109,10 @@ func (g *linkGroup) checkPeer(s *smcConn) {
 	}
 }
 
-// checker runs the TEST_LINK flows of checkPeer.
+// checker runs the TEST_LINK flows of checkPeer: one on each link the
+// connections asking send on (the peer's close CDC comes on the link its
+// side sends on, which is the same). A link that does not answer goes
+// down, and its connections are checked again once they moved.
 func (g *linkGroup) checker() {
 	for {
 		g.mu.Lock()
@@ -121,14 +124,44 @@ func (g *linkGroup) checker() {
 			return
 		}
 		g.mu.Unlock()
-		if err := g.testLinkFlow(); err != nil {
-			if !errors.Is(err, errGroupEnding) {
-				g.lnk.fail(fmt.Errorf("smcr: TEST_LINK after a peer's TCP connection ended: %w", err))
-			}
-			return // the group ends, and its connections with it
-		}
+		tested := map[*link]error{}
 		for _, s := range batch {
-			s.peerGone(errPeerTCPEnded, true)
+			l := s.link()
+			err, done := tested[l]
+			if !done {
+				err = g.testLinkFlow(l)
+				tested[l] = err
+				if err != nil && !errors.Is(err, errGroupEnding) {
+					l.fail(fmt.Errorf("smcr: TEST_LINK after a peer's TCP connection ended: %w", err))
+				}
+			}
+			switch {
+			case errors.Is(err, errGroupEnding):
+				return // the group ends, and its connections with it
+			case err != nil:
+				g.recheck(s, l)
+			default:
+				s.peerGone(errPeerTCPEnded, true)
+			}
 		}
 	}
+}
+
+// recheck checks s again once it moved off l, which failed its TEST_LINK.
+func (g *linkGroup) recheck(s *smcConn, l *link) {
+	g.spawn(func() {
+		s.mu.Lock()
+		moved, on := s.moved, s.lnk == l
+		s.mu.Unlock()
+		if on {
+			select {
+			case <-moved:
+			case <-s.closeDone:
+				return
+			case <-g.closing:
+				return
+			}
+		}
+		g.checkPeer(s)
+	})
 }

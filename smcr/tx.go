@@ -10,15 +10,14 @@ import (
 
 // The send path: Write returns once every byte it was given is posted (an
 // RDMA WRITE into the peer's RMB, then a CDC announcing it), waiting for
-// room in the peer's RMB as TCP waits for room in its send window. A small
-// write is posted inline (the QP copies it into the work request); a larger
-// one is copied into the send buffer, which the WRITE then gathers from and
-// which stays in use until its CDC completes (a retransmission rebuilds
-// the WRITE from it). The WRITEs and the CDC leave in one post, and so in
-// one system call.
+// room in the peer's RMB as TCP waits for its send window. Every byte is
+// copied into the send buffer, where it stays until its CDC completes (a
+// retransmission rebuilds the WRITE from it, a failover writes it again on
+// another link); a small write is also posted inline (the QP copies it
+// into the work request). The WRITEs and the CDC leave in one post, and so
+// in one system call.
 
-// inlineMax is the largest write sent inline: a CDC's WRITE of a small
-// message needs no send buffer at all.
+// inlineMax is the largest write sent inline.
 const inlineMax = smcInline
 
 // write posts all of p.
@@ -37,12 +36,13 @@ func (s *smcConn) write(p []byte) (int, error) {
 }
 
 // writeSome posts as much of p as the peer's RMB and the send buffer take
-// now, waiting until some fits.
+// now, waiting until some fits; 0 without an error when the connection
+// moved to another link meanwhile (the caller tries again).
 func (s *smcConn) writeSome(p []byte) (int, error) {
 	if err := s.waitRoom(len(p)); err != nil {
 		return 0, err
 	}
-	sl, err := s.g.lnk.slot(s.wdl.wait())
+	l, sl, err := s.linkSlot(s.wdl.wait())
 	if err != nil {
 		if err == errCanceled {
 			return 0, os.ErrDeadlineExceeded
@@ -51,33 +51,70 @@ func (s *smcConn) writeSome(p []byte) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.writeErrLocked(); err != nil {
-		s.g.lnk.release(sl)
-		return 0, err
-	}
-	k, inline := s.roomLocked(len(p))
-	if k == 0 { // gone between the wait and the lock: cannot happen, room only grows
-		s.g.lnk.release(sl)
+	if s.lnk != l || s.resending {
+		l.release(sl)
 		return 0, nil
 	}
-	var wrs [2]qp.SendWR
-	nw := s.buildWritesLocked(p[:k], inline, wrs[:])
-	sl.ackTo = s.sndAcked
-	if !inline {
-		sl.ackTo = s.sndHead
+	if err := s.writeErrLocked(); err != nil {
+		l.release(sl)
+		return 0, err
 	}
+	k := s.roomLocked(len(p))
+	if k == 0 { // gone between the wait and the lock: cannot happen, room only grows
+		l.release(sl)
+		return 0, nil
+	}
+	s.copyInLocked(p[:k])
+	var inline []byte
+	if k <= inlineMax {
+		inline = p[:k]
+	}
+	var wrs [2]qp.SendWR
+	nw := s.writesLocked(l, s.sent, s.sent+uint64(k), inline, wrs[:])
+	blocked := uint64(len(p)) >= s.peerSpaceLocked()
+	s.sent += uint64(k)
+	s.bytesSent.Add(uint64(k))
 	f := smcwire.CDCFields{}
-	if uint64(len(p)) >= s.peerSpaceLocked()+uint64(k) {
+	if blocked {
 		// As Linux: the CDC whose data fills the peer's free space (even
 		// exactly) says write blocked, so the peer sends its consumer
 		// cursor once it has read more than its update limit.
 		f.ProdFlags |= smcwire.CDCWriteBlocked
 	}
-	if err := s.postCDCLocked(sl, &f, wrs[:nw]); err != nil {
-		return 0, err
-	}
-	s.bytesSent.Add(uint64(k))
+	// A failed post took the link down: the bytes are in the send
+	// buffer, and the failover writes them again on another link (or the
+	// group ends, and the connection with it).
+	_ = s.postCDCLocked(l, sl, &f, wrs[:nw])
 	return k, nil
+}
+
+// linkSlot takes a CDC slot on the connection's link. When the link is
+// down it waits for the connection to move to another (or to fail), and
+// takes one there; while the connection moves, it waits until it has.
+func (s *smcConn) linkSlot(cancel <-chan struct{}) (*link, *txSlot, error) {
+	for {
+		s.mu.Lock()
+		l, moved, err, moving := s.lnk, s.moved, s.err, s.resending
+		s.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+		if !moving {
+			sl, err := l.slot(cancel)
+			if err == nil {
+				return l, sl, nil
+			}
+			if err == errCanceled {
+				return nil, nil, err
+			}
+		}
+		select {
+		case <-moved:
+		case <-s.closeDone: // failed: the next round says why
+		case <-cancel:
+			return nil, nil, errCanceled
+		}
+	}
 }
 
 // waitRoom waits until at least one byte of a write of want bytes can be
@@ -86,7 +123,7 @@ func (s *smcConn) waitRoom(want int) error {
 	for {
 		s.mu.Lock()
 		err := s.writeErrLocked()
-		k, _ := s.roomLocked(want)
+		k := s.roomLocked(want)
 		s.mu.Unlock()
 		if err != nil {
 			return err
@@ -118,58 +155,59 @@ func (s *smcConn) writeErrLocked() error {
 // peerSpaceLocked is the room left in the peer's RMB.
 func (s *smcConn) peerSpaceLocked() uint64 { return s.peerSize - (s.sent - s.peerCons) }
 
-// roomLocked returns how many of want bytes can be posted now, and whether
-// they go inline.
-func (s *smcConn) roomLocked(want int) (int, bool) {
-	k := min(uint64(want), s.peerSpaceLocked())
-	if k == 0 {
-		return 0, false
-	}
-	if k <= inlineMax {
-		return int(k), true
-	}
-	free := uint64(len(s.snd)) - (s.sndHead - s.sndAcked)
-	k = min(k, free)
-	if k == 0 && want <= inlineMax {
-		return 0, false
-	}
-	return int(k), false
+// roomLocked returns how many of want bytes can be posted now: what both
+// the peer's RMB and the send buffer have room for.
+func (s *smcConn) roomLocked(want int) int {
+	free := uint64(len(s.snd)) - (s.sent - s.sndAcked)
+	return int(min(uint64(want), s.peerSpaceLocked(), free))
 }
 
-// buildWritesLocked builds the RDMA WRITEs of p at the producer cursor: one,
-// or two where the peer's RMB wraps; each gathers from the send buffer
-// (two SGEs where it wraps there) or, inline, from p. It advances sent and,
-// through the send buffer, sndHead.
-func (s *smcConn) buildWritesLocked(p []byte, inline bool, wrs []qp.SendWR) int {
+// copyInLocked copies p into the send buffer at sent (in two pieces where
+// it wraps).
+func (s *smcConn) copyInLocked(p []byte) {
+	size := uint64(len(s.snd))
+	for pos := s.sent; len(p) > 0; {
+		k := copy(s.snd[pos%size:], p)
+		pos += uint64(k)
+		p = p[k:]
+	}
+}
+
+// writesLocked builds, for link l, the RDMA WRITEs of the bytes from pos
+// to end into the peer's RMB: one, or two where the RMB wraps; each
+// gathers from the send buffer (two SGEs where it wraps there) or, given
+// inline (the same bytes), from that.
+func (s *smcConn) writesLocked(l *link, pos, end uint64, inline []byte, wrs []qp.SendWR) int {
 	n := 0
-	for len(p) > 0 {
-		off := s.sent % s.peerSize
-		k := min(uint64(len(p)), s.peerSize-off)
+	for pos < end {
+		off := pos % s.peerSize
+		k := min(end-pos, s.peerSize-off)
 		w := &wrs[n]
 		*w = qp.SendWR{Opcode: qp.WRRDMAWrite, RemoteAddr: s.peerVA + off, RKey: s.peerRKey}
-		w.WRID, w.Entry = s.g.lnk.writeTag()
-		if inline {
-			w.Flags, w.Inline = qp.SendInline, p[:k]
+		w.WRID, w.Entry = l.writeTag()
+		if inline != nil {
+			w.Flags, w.Inline = qp.SendInline, inline[:k]
+			inline = inline[k:]
 		} else {
-			w.SGL = s.copyToSendBufLocked(p[:k], s.sgl[n][:0])
+			w.SGL = s.gatherLocked(pos, k, s.sgl[n][:0])
 		}
-		s.sent += k
-		p = p[k:]
+		pos += k
 		n++
 	}
 	return n
 }
 
-// copyToSendBufLocked copies p into the send buffer at its head and
-// returns the SGEs that gather it (two where the buffer wraps).
-func (s *smcConn) copyToSendBufLocked(p []byte, sgl []qp.SGE) []qp.SGE {
+// gatherLocked returns the SGEs of the k bytes of the send buffer from
+// pos (two where the buffer wraps), in the region of the connection's
+// link.
+func (s *smcConn) gatherLocked(pos, k uint64, sgl []qp.SGE) []qp.SGE {
 	size := uint64(len(s.snd))
-	for len(p) > 0 {
-		off := s.sndHead % size
-		k := copy(s.snd[off:], p)
-		sgl = append(sgl, qp.SGE{Addr: s.sndMR.VA() + off, Length: uint32(k), LKey: s.sndMR.LKey()})
-		s.sndHead += uint64(k)
-		p = p[k:]
+	for k > 0 {
+		off := pos % size
+		n := min(k, size-off)
+		sgl = append(sgl, qp.SGE{Addr: s.sndVA + off, Length: uint32(n), LKey: s.sndLKey})
+		pos += n
+		k -= n
 	}
 	return sgl
 }

@@ -40,14 +40,42 @@ func describeInfo(i smcr.ConnInfo, what string) []string {
 	if i.PeerHost != "" {
 		grp += fmt.Sprintf(", peer host %q", i.PeerHost)
 	}
+	if i.LinkGroupType != "" {
+		grp += ", " + i.LinkGroupType
+	}
 	ls = append(ls, grp)
 	for _, l := range i.Links {
-		ls = append(ls, fmt.Sprintf("  link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d",
-			l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU))
+		ls = append(ls, "  "+linkText(l))
 	}
 	ls = append(ls, fmt.Sprintf("  RMB %s (peer's %s), send buffer %s, token %#x (peer's %#x)",
 		sizeText(i.LocalRMBSize), sizeText(i.PeerRMBSize), sizeText(i.SendBufSize), i.Token, i.PeerToken))
 	return ls
+}
+
+// linkText is one link as -v prints it.
+func linkText(l smcr.LinkInfo) string {
+	t := fmt.Sprintf("link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d, %s",
+		l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU, l.State)
+	if l.Asymmetric {
+		t += ", asymmetric"
+	}
+	if l.InUse {
+		t += ", this connection's"
+	}
+	return t
+}
+
+// describeLink says what became of a link (-v, as it happens).
+func describeLink(e smcr.LinkEvent) []string {
+	what := "up"
+	if !e.Up {
+		what = "down"
+		if e.Err != nil {
+			what += ": " + e.Err.Error()
+		}
+	}
+	return []string{fmt.Sprintf("link group 0x%08x (%s, %s): link %d %s", e.LinkGroup, e.Role, e.LinkGroupType, e.Link.ID, what),
+		"  " + linkText(e.Link)}
 }
 
 // signallingText says how SMC capability is learnt in a mode.

@@ -17,12 +17,15 @@ import (
 // What -v prints for each kind of connection.
 func TestDescribe(t *testing.T) {
 	smc := smcr.ConnInfo{Mode: smcr.ModeSMCRv2, Signalling: smcr.SignalOption, Role: "client",
-		LinkGroup: 0x100, FirstContact: true, EID: "GOROCE-DEMO", PeerHost: "vm2",
+		LinkGroup: 0x100, FirstContact: true, EID: "GOROCE-DEMO", PeerHost: "vm2", LinkGroupType: "SINGLE",
 		Links: []smcr.LinkInfo{{ID: 1, LocalGID: netip.MustParseAddr("127.0.0.2"), PeerGID: netip.MustParseAddr("127.0.0.1"),
-			LocalQPN: 0x11, PeerQPN: 0x12, MTU: 1024}},
+			LocalQPN: 0x11, PeerQPN: 0x12, MTU: 1024, State: "ACTIVE", InUse: true}},
 		Token: 0xa1, PeerToken: 0xb2, LocalRMBSize: 64 << 10, PeerRMBSize: 16 << 10, SendBufSize: 1 << 20}
 	v1 := smc
 	v1.Mode, v1.EID, v1.PeerHost, v1.FirstContact, v1.Signalling = smcr.ModeSMCRv1, "", "", false, smcr.SignalConfigured
+	v1.LinkGroupType = "ASYMMETRIC_LOCAL"
+	v1.Links = append(v1.Links, smcr.LinkInfo{ID: 2, LocalGID: netip.MustParseAddr("127.0.0.2"), PeerGID: netip.MustParseAddr("127.0.0.3"),
+		LocalQPN: 0x21, PeerQPN: 0x22, MTU: 4096, State: "ACTIVE", Asymmetric: true})
 	tests := []struct {
 		name string
 		info smcr.ConnInfo
@@ -30,14 +33,15 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"SMC-R v2, first contact", smc, []string{
 			"connected: SMC-R v2 (SMC signalled by the TCP option)",
-			`  link group 0x00000100, first contact, EID "GOROCE-DEMO", peer host "vm2"`,
-			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024",
+			`  link group 0x00000100, first contact, EID "GOROCE-DEMO", peer host "vm2", SINGLE`,
+			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024, ACTIVE, this connection's",
 			"  RMB 64 KiB (peer's 16 KiB), send buffer 1024 KiB, token 0xa1 (peer's 0xb2)",
 		}},
 		{"SMC-R v1, a group reused", v1, []string{
 			"connected: SMC-R v1 (unprivileged: no TCP option, -peer-speaks-smc)",
-			"  link group 0x00000100",
-			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024",
+			"  link group 0x00000100, ASYMMETRIC_LOCAL",
+			"  link 1: GID 127.0.0.2 QPN 0x000011 <-> peer GID 127.0.0.1 QPN 0x000012, MTU 1024, ACTIVE, this connection's",
+			"  link 2: GID 127.0.0.2 QPN 0x000021 <-> peer GID 127.0.0.3 QPN 0x000022, MTU 4096, ACTIVE, asymmetric",
 			"  RMB 64 KiB (peer's 16 KiB), send buffer 1024 KiB, token 0xa1 (peer's 0xb2)",
 		}},
 		{"no option from the peer", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalOption, Fallback: smcwire.DiagPeerNoSMC, FallbackBy: "local"}, []string{
@@ -85,4 +89,19 @@ func TestSetupError(t *testing.T) {
 		assert.Contains(t, msg, "Run smcat as root, or pass -peer-speaks-smc on both sides")
 		assert.Contains(t, b.String(), "detail: smcr: ...: tcpopt:")
 	}
+}
+
+// What -v prints as a link comes and goes.
+func TestDescribeLink(t *testing.T) {
+	l := smcr.LinkInfo{ID: 2, LocalGID: netip.MustParseAddr("198.18.0.3"), PeerGID: netip.MustParseAddr("198.18.0.11"),
+		LocalQPN: 0x21, PeerQPN: 0x22, MTU: 1024, State: "ACTIVE"}
+	assert.Equal(t, []string{
+		"link group 0x00000200 (server, SYMMETRIC): link 2 up",
+		"  link 2: GID 198.18.0.3 QPN 0x000021 <-> peer GID 198.18.0.11 QPN 0x000022, MTU 1024, ACTIVE",
+	}, describeLink(smcr.LinkEvent{LinkGroup: 0x200, Role: "server", LinkGroupType: "SYMMETRIC", Up: true, Link: l}))
+	l.State = "INACTIVE"
+	assert.Equal(t, []string{
+		"link group 0x00000200 (server, SINGLE): link 2 down: the path is gone",
+		"  link 2: GID 198.18.0.3 QPN 0x000021 <-> peer GID 198.18.0.11 QPN 0x000022, MTU 1024, INACTIVE",
+	}, describeLink(smcr.LinkEvent{LinkGroup: 0x200, Role: "server", LinkGroupType: "SINGLE", Link: l, Err: errors.New("the path is gone")}))
 }

@@ -20,6 +20,7 @@ type options struct {
 	echo      bool          // --echo: send back what each connection sends
 	conns     int           // -n: connections to serve, then exit (0: -k's forever)
 	src       netip.Addr    // -s: the dialer's source address (and device)
+	devs      []netip.Addr  // -dev, repeatable: the goroce devices (the first the primary)
 	ueids     []string      // -ueid, repeatable
 	verbose   bool          // -v
 	speaksSMC bool          // -peer-speaks-smc: no TCP option, both sides configured
@@ -66,6 +67,26 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// addrList is a repeatable IP address flag.
+type addrList []netip.Addr
+
+func (l *addrList) String() string {
+	s := make([]string, len(*l))
+	for i, a := range *l {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *addrList) Set(v string) error {
+	var a netip.Addr
+	if err := (addrFlag{&a}).Set(v); err != nil {
+		return err
+	}
+	*l = append(*l, a)
+	return nil
+}
+
 // addrFlag is an IP address flag.
 type addrFlag struct{ a *netip.Addr }
 
@@ -93,7 +114,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keep, "k", false, "with -l: serve connections at once and keep listening (until -n connections)")
 	fs.BoolVar(&o.echo, "echo", false, "with -l: send back what each connection sends (stdin is not read)")
 	fs.IntVar(&o.conns, "n", 0, "with -l: exit after `N` connections (default: 1, or with -k none)")
-	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too)")
+	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too, unless -dev)")
+	fs.Var((*addrList)(&o.devs), "dev", "a goroce device on this `address`, repeatable: the first carries each link group's first link, the others alternate paths (a second link; connections move there when a path fails); default: the connection's own address")
 	fs.Var((*stringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
 	fs.BoolVar(&o.verbose, "v", false, "print on stderr what each connection became: SMC-R v2/v1 or TCP fallback with the reason, and its link")
 	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a peer that does not speak SMC, a Linux one included, is refused)")
@@ -172,6 +194,16 @@ func parseArgs(args []string) (options, error) {
 	case o.iface != "" && o.backend != backendflag.AFPacket:
 		return o, usagef("-i goes with -backend afpacket")
 	}
+	for i, a := range o.devs {
+		if a.IsUnspecified() {
+			return o, usagef("-dev %v: a device needs a specific address", a)
+		}
+		for _, b := range o.devs[:i] {
+			if a == b {
+				return o, usagef("-dev %v given twice", a)
+			}
+		}
+	}
 	if o.listen && o.conns == 0 && !o.keep {
 		o.conns = 1
 	}
@@ -197,9 +229,9 @@ func expandClusters(args []string) []string {
 	return out
 }
 
-const usageText = `usage: smcat [-v] [-peer-speaks-smc] [-ueid NAME]... [-s SRCADDR] ADDR PORT
-       smcat [-P N] -pattern BYTES [-v] [-s SRCADDR] ... ADDR PORT
-       smcat -l [-k] [--echo] [-n N] [-v] [-peer-speaks-smc] [-ueid NAME]... ADDR PORT
+const usageText = `usage: smcat [-v] [-peer-speaks-smc] [-ueid NAME]... [-s SRCADDR] [-dev DEVADDR]... ADDR PORT
+       smcat [-P N] -pattern BYTES [-v] [-s SRCADDR] [-dev DEVADDR]... ... ADDR PORT
+       smcat -l [-k] [--echo] [-n N] [-v] [-peer-speaks-smc] [-ueid NAME]... [-dev DEVADDR]... ADDR PORT
 
 netcat over SMC-R on a goroce device: stdin goes to the connection, the
 connection to stdout. At stdin's EOF the connection is shut down for

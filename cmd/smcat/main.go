@@ -19,6 +19,13 @@
 // told to, and refuses a peer that then does not (a Linux peer, which
 // requires the option, included): the connection fails, and says why.
 //
+// -dev ADDR (repeatable) gives smcat's stack a goroce device on each
+// address, listener and dialer alike (-s stays a dialer's TCP source
+// address): the first carries each link group's first link, the others
+// alternate paths, on which the link groups get a second link, and to
+// which connections move when a path fails; -v prints each link as it
+// comes and goes.
+//
 // -ueid NAME (repeatable) offers SMC-Rv2 with that EID, as `smcr ueid add`
 // does on Linux; without one only SMC-Rv1 is offered. --linger sets how
 // long a link group outlives its last connection: 2 s by default, since
@@ -85,6 +92,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	log := &logger{w: stderr, verbose: o.verbose}
 	cfg := config(&o)
+	if o.verbose {
+		cfg.OnLink = func(e smcr.LinkEvent) { log.lines(describeLink(e)) }
+	}
 	var capt *capture
 	if o.capture != "" {
 		if capt, err = openCapture(o.capture, &cfg); err != nil {
@@ -121,7 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // config is the smcr configuration of the options.
 func config(o *options) smcr.Config {
 	cfg := smcr.Config{Signalling: smcr.SignalOption, UEIDs: o.ueids, LinkGroupLinger: o.linger,
-		SendBufSize: o.bufSize, RecvBufSize: o.bufSize}
+		SendBufSize: o.bufSize, RecvBufSize: o.bufSize, Devices: o.devs}
 	if o.speaksSMC {
 		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
 	}

@@ -200,6 +200,27 @@ func TestEchoOverSMCR(t *testing.T) {
 	assert.Contains(t, srv.stderr.String(), "link groups ended")
 }
 
+// With two devices on each side (-dev), the server adds a second link
+// after the first contact: -v says each link as it comes, both sides list
+// two links of a symmetric group, and the echo is intact.
+func TestTwoDevices(t *testing.T) {
+	setRunDir(t)
+	ctx := context.Background()
+	sa, ca := hostPair(t)
+	sa2, ca2 := sa.Next().Next(), ca.Next().Next()
+	srv, port := listen(t, ctx, nil, args("-v", "-l", "--echo", "-dev", sa.String(), "-dev", sa2.String(), sa.String(), "0")...)
+	data := randomBytes(t, 1<<20)
+	cli := start(t, ctx, bytes.NewReader(data), args("-v", "-s", ca.String(), "-dev", ca.String(), "-dev", ca2.String(), sa.String(), port)...)
+	require.Equal(t, 0, cli.wait(t), cli.stderr.String())
+	require.True(t, bytes.Equal(data, []byte(cli.stdout.String())), "the echo differs")
+	require.Equal(t, 0, srv.wait(t), srv.stderr.String())
+	for _, side := range []string{srv.stderr.String(), cli.stderr.String()} {
+		assert.Regexp(t, `link group 0x[0-9a-f]+ \((client|server), SINGLE\): link 1 up`, side)
+		assert.Regexp(t, `link group 0x[0-9a-f]+ \((client|server), SYMMETRIC\): link 2 up`, side)
+	}
+	assert.Regexp(t, `link 2: GID `+regexp.QuoteMeta(ca2.String())+` QPN 0x[0-9a-f]+ <-> peer GID `+regexp.QuoteMeta(sa2.String()), cli.stderr.String())
+}
+
 // Without --echo a listener and a client are two netcats: each one's
 // stdin comes out of the other's stdout, and both exit when both are done.
 func TestStdioBothWays(t *testing.T) {
@@ -493,6 +514,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp or afpacket"},
 		{[]string{"-i", "eth0", "127.0.0.1", "80"}, "-i goes with -backend afpacket"},
 		{[]string{"-l", "-pattern", "5", "127.0.0.1", "80"}, "-P and -pattern go with dialing"},
+		{[]string{"-dev", "0.0.0.0", "127.0.0.1", "80"}, "a device needs a specific address"},
+		{[]string{"-dev", "127.0.0.3", "-dev", "127.0.0.3", "127.0.0.1", "80"}, "-dev 127.0.0.3 given twice"},
+		{[]string{"-dev", "eth0", "127.0.0.1", "80"}, "not an IP address"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -523,6 +547,9 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-v", "-ueid", "U", "--linger", "3s", "-s", "198.18.0.1", "--end", "abort", "198.18.0.11", "20000"},
 			options{parallel: 1, backend: "udp", verbose: true, ueids: []string{"U"}, linger: 3 * time.Second, src: netip.MustParseAddr("198.18.0.1"), end: "abort", addr: "198.18.0.11", port: "20000"}},
 		{[]string{"-l", "--", "127.0.0.1", "5000"}, options{parallel: 1, backend: "udp", listen: true, conns: 1, end: "shut", linger: defaultLinger, addr: "127.0.0.1", port: "5000"}},
+		{[]string{"-dev", "198.18.0.2", "-s", "198.18.0.1", "-dev", "198.18.0.3", "198.18.0.11", "20000"},
+			options{parallel: 1, backend: "udp", src: netip.MustParseAddr("198.18.0.1"), devs: []netip.Addr{netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")},
+				end: "shut", linger: defaultLinger, addr: "198.18.0.11", port: "20000"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

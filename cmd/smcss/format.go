@@ -92,18 +92,53 @@ func row(p *smcr.Published, s *smcr.Socket, o *options) string {
 		fmt.Fprintf(b, " %c-%c  %08x %08x %08x %08x %-12d %-12d ", shutChar(s.Shutdown&1 != 0, 'R', '<'), shutChar(s.Shutdown&2 != 0, 'W', '>'),
 			s.Token, s.SendBufSize, s.RMBSize, s.PeerRMBSize, s.BytesSent, s.BytesReceived)
 	}
-	if o.smcr {
-		var l smcr.LinkInfo
-		if len(s.Links) > 0 {
-			l = s.Links[0]
-		}
-		fmt.Fprintf(b, "%4s ", roleText(s.Role))
-		col(b, s.Device.String(), 21)
-		fmt.Fprintf(b, "%02x     %08x %06x %06x   ", l.ID, s.LinkGroup, l.LocalQPN, l.PeerQPN)
-		col(b, gidText(l.LocalGID), 23)
-		b.WriteString(gidText(l.PeerGID))
+	if !o.smcr {
+		return endLine(b)
 	}
-	return endLine(b)
+	own, others := ownLink(s.Links)
+	fmt.Fprintf(b, "%4s ", roleText(s.Role))
+	linkCols(b, s, own)
+	out := endLine(b)
+	// The group's other links, each on a line of its own under the
+	// connection's (as `smcr linkgroup show links` lists them), with
+	// their state.
+	for _, l := range others {
+		var lb strings.Builder
+		fmt.Fprintf(&lb, "%*s%-4s ", linkIndent, "", "+")
+		linkCols(&lb, s, l)
+		lb.WriteString(" " + stateText(l.State))
+		out += endLine(&lb)
+	}
+	return out
+}
+
+// linkIndent is where -R's link columns begin (Role).
+const linkIndent = len("State          UID   PID     Local Address           Peer Address            Mode   ")
+
+// ownLink returns the link a connection sends on (the one marked in use,
+// else the first) and the group's other links.
+func ownLink(ls []smcr.LinkInfo) (own smcr.LinkInfo, others []smcr.LinkInfo) {
+	i := slices.IndexFunc(ls, func(l smcr.LinkInfo) bool { return l.InUse })
+	if i < 0 {
+		i = 0
+	}
+	if len(ls) == 0 {
+		return own, nil
+	}
+	return ls[i], append(slices.Clone(ls[:i]), ls[i+1:]...)
+}
+
+// linkCols writes -R's columns of link l of socket s: its device, id,
+// group, QPNs and GIDs.
+func linkCols(b *strings.Builder, s *smcr.Socket, l smcr.LinkInfo) {
+	dev := s.Device
+	if l.Device.IsValid() {
+		dev = l.Device
+	}
+	col(b, dev.String(), 21)
+	fmt.Fprintf(b, "%02x     %08x %06x %06x   ", l.ID, s.LinkGroup, l.LocalQPN, l.PeerQPN)
+	col(b, gidText(l.LocalGID), 23)
+	b.WriteString(gidText(l.PeerGID))
 }
 
 // col writes s padded to width, and a space.

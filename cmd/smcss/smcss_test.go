@@ -49,6 +49,29 @@ func procs() []*smcr.Published {
 	}
 }
 
+// -R with a group of several links: the row is the connection's own link
+// (the one in use, on its device), and each other link of the group
+// follows on a line of its own with its state (what another process says
+// of it made safe to print).
+func TestFormatLinks(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	gid := netip.MustParseAddr
+	ps := []*smcr.Published{{PID: 17, UID: 1000, Program: "smcat", Sockets: []smcr.Socket{
+		{State: "ACTIVE", Role: "client", Mode: smcr.ModeSMCRv2, Local: ap("127.0.0.2:40004"), Peer: ap("127.0.0.1:5000"), Device: ap("127.0.0.2:4791"),
+			LinkGroup: 0x300, Links: []smcr.LinkInfo{
+				{ID: 1, LocalGID: gid("127.0.0.2"), PeerGID: gid("127.0.0.1"), LocalQPN: 0x31, PeerQPN: 0x32, State: "INACTIVE", Device: ap("127.0.0.2:4791")},
+				{ID: 2, LocalGID: gid("127.0.0.4"), PeerGID: gid("127.0.0.3"), LocalQPN: 0x41, PeerQPN: 0x42, State: "ACTIVE", Device: ap("127.0.0.4:4791"), InUse: true},
+				{ID: 3, LocalGID: gid("127.0.0.2"), PeerGID: gid("127.0.0.1"), LocalQPN: 0x51, PeerQPN: 0x52, State: "\x1b[2J", Device: ap("127.0.0.2:4791")}}},
+	}}}
+	want := `
+State          UID   PID     Local Address           Peer Address            Mode   Role Device                Linkid LGR      QPN    Peer-QPN GID                     Peer-GID
+ACTIVE         01000 17      127.0.0.2:40004         127.0.0.1:5000          SMCRv2 CLNT 127.0.0.4:4791        02     00000300 000041 000042   127.0.0.4               127.0.0.3
+                                                                                    +    127.0.0.2:4791        01     00000300 000031 000032   127.0.0.2               127.0.0.1 INACTIVE
+                                                                                    +    127.0.0.2:4791        03     00000300 000051 000052   127.0.0.2               127.0.0.1 ?
+`
+	assert.Equal(t, strings.TrimPrefix(want, "\n"), format(ps, &options{smcr: true}))
+}
+
 // The table for every option smcss takes, against a fixed snapshot.
 func TestFormat(t *testing.T) {
 	tests := []struct {

@@ -186,10 +186,6 @@ func (l LLC) checkCounts() error {
 				return ErrCount
 			}
 		}
-	case LLCAddLinkCont:
-		if l[5] > addLinkContMaxRKeys {
-			return ErrCount
-		}
 	case LLCRequestAddLink:
 		if reqAddLinkGIDs+16*int(l[reqAddLinkCount]) > len(l) {
 			return ErrCount

@@ -251,18 +251,25 @@ func AppendAddLink(b []byte, v2 bool, flags LLCFlags, f *AddLinkFields) []byte {
 
 // ADD LINK CONTINUE (0x03, v1 only), after the header: link number (1),
 // number of rkeys (1), reserved (2), two RKeyPair slots (16 each),
-// reserved (4).
+// reserved (4). The number is what the sender has left to send, this
+// message's included, as Linux counts (smc_llc_add_link_cont): it may be
+// more than the two a message holds.
 type AddLinkCont []byte
 
 // LinkNum returns the 'link number'.
 func (m AddLinkCont) LinkNum() uint8 { return m[4] }
 
-// NumRKeys returns the 'number of rkeys' in this message (0..2).
+// NumRKeys returns the 'number of rkeys': those left to send, this
+// message's included.
 func (m AddLinkCont) NumRKeys() int { return int(m[5]) }
 
-// RKey returns slot i (0 <= i < NumRKeys).
+// NumEntries returns how many rkey pairs this message holds: NumRKeys, at
+// most 2.
+func (m AddLinkCont) NumEntries() int { return min(m.NumRKeys(), addLinkContMaxRKeys) }
+
+// RKey returns slot i (0 <= i < NumEntries).
 func (m AddLinkCont) RKey(i int) RKeyPair {
-	if i < 0 || i >= m.NumRKeys() {
+	if i < 0 || i >= m.NumEntries() {
 		return RKeyPair{}
 	}
 	return rkeyPairAt(m[8+addLinkRKeyLen*i:])
@@ -270,25 +277,28 @@ func (m AddLinkCont) RKey(i int) RKeyPair {
 
 // AddLinkContFields holds the fields of an ADD LINK CONTINUE.
 type AddLinkContFields struct {
-	LinkNum uint8      `json:"link_num"`
-	RKeys   []RKeyPair `json:"rkeys,omitempty"` // at most 2
+	LinkNum uint8 `json:"link_num"`
+	// NumRKeys is the count as sent (0: as many as RKeys).
+	NumRKeys uint8      `json:"num_rkeys,omitempty"`
+	RKeys    []RKeyPair `json:"rkeys,omitempty"` // at most 2
 }
 
 // Fields copies the message's fields.
 func (m AddLinkCont) Fields() AddLinkContFields {
-	f := AddLinkContFields{LinkNum: m.LinkNum()}
-	for i := range m.NumRKeys() {
+	f := AddLinkContFields{LinkNum: m.LinkNum(), NumRKeys: uint8(m.NumRKeys())}
+	for i := range m.NumEntries() {
 		f.RKeys = append(f.RKeys, m.RKey(i))
 	}
 	return f
 }
 
-// AppendAddLinkCont appends a 44-byte ADD LINK CONTINUE (RKeys beyond 2 are dropped).
+// AppendAddLinkCont appends a 44-byte ADD LINK CONTINUE (RKeys beyond 2
+// are dropped); its count is f.NumRKeys, or at least the pairs it holds.
 func AppendAddLinkCont(b []byte, flags LLCFlags, f *AddLinkContFields) []byte {
 	b, m := startLLC(b, LLCAddLinkCont, false, flags, LLCLen)
 	m[4] = f.LinkNum
 	k := min(len(f.RKeys), addLinkContMaxRKeys)
-	m[5] = byte(k)
+	m[5] = byte(max(int(f.NumRKeys), k))
 	for i := range k {
 		putRKeyPair(m[8+addLinkRKeyLen*i:], f.RKeys[i])
 	}

@@ -145,7 +145,9 @@ func TestLLCRoundTrip(t *testing.T) {
 		{Type: LLCAddLinkV2, AddLink: &AddLinkFields{SenderMAC: macVM2, V2Ext: &AddLinkV2Ext{V2Direct: true,
 			ClientTargetGID: gid4("5.6.7.8"), RKeys: rk}}},
 		{Type: LLCAddLinkV2, AddLink: &AddLinkFields{V2Ext: &AddLinkV2Ext{}}},
-		{Type: LLCAddLinkCont, AddLinkCont: &AddLinkContFields{LinkNum: 2, RKeys: rk}},
+		{Type: LLCAddLinkCont, AddLinkCont: &AddLinkContFields{LinkNum: 2, NumRKeys: 2, RKeys: rk}},
+		// Linux's count is of the rkeys left to send, these included.
+		{Type: LLCAddLinkCont, Flags: LLCFlagResponse, AddLinkCont: &AddLinkContFields{LinkNum: 3, NumRKeys: 5, RKeys: rk}},
 		{Type: LLCDeleteLink, Flags: LLCFlagDeleteOrderly, DeleteLink: &DeleteLinkFields{LinkNum: 2, Reason: DelLostPath}},
 		{Type: LLCDeleteLinkV2, Flags: LLCFlagDeleteAll, DeleteLink: &DeleteLinkFields{Reason: DelProgInitTerm}},
 		{Type: LLCRequestAddLink, RequestAddLink: &RequestAddLinkFields{GIDs: []GID{gid4("9.9.9.9")}}},

@@ -1,0 +1,264 @@
+package smcr
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/smcr/smcwire"
+)
+
+// Failover (Linux's smc_switch_conns and smc_switch_cursor). The
+// connections of a link that went down move to a surviving link, each
+// as its own unit, under its lock (so that no Write posts meanwhile):
+//
+//   - what the peer confirmed stays confirmed: the send buffer is free up
+//     to the last CDC whose SEND completed (sndAcked: its WRITEs landed,
+//     since RC completes in order), or further where the peer's consumer
+//     cursor says it read further;
+//   - a CDC with the failover-validation flag tells the peer, on the new
+//     link, the sequence number of that last completed CDC: a peer that
+//     never saw it is out of sync and aborts the connection;
+//   - the bytes past that point are written again from the send buffer
+//     (they all stay there until their CDC completes: a small write sent
+//     inline is copied there too), at the same places of the peer's RMB,
+//     and a CDC with the next sequence number announces them with the
+//     cursors and the close flags. A byte that had arrived before is
+//     written over with itself, and its cursor was announced already or
+//     is announced now: none is lost, none is read twice.
+//
+// The old queue pair is in the error state first (switchAway), so
+// nothing it still had queued lands in the peer's RMB after the new
+// writes. A connection still in its handshake (its peer's RMB unknown)
+// moves when the handshake ends (follow).
+
+// switchConns moves every connection on from to another link and
+// returns it; nil when no link is left (the group ends). A target that
+// fails while the connections move gives way to the next.
+func (g *linkGroup) switchConns(from *link) *link {
+	for {
+		to := g.failoverLink(from)
+		if to == nil {
+			for _, l := range g.linkList() {
+				dbg("%s switchConns from %d: no link; link %d state %v down %v confirmed %v", g.role, from.id, l.id, l.linkState(), l.down.Load(), l.confirmed.Load())
+			}
+			return nil
+		}
+		err := g.moveAll(from, to)
+		dbg("%s moveAll %d -> %d: %v", g.role, from.id, to.id, err)
+		if err == nil {
+			return to
+		}
+		if errors.Is(err, errGroupEnding) {
+			return nil
+		}
+	}
+}
+
+// failoverLink chooses where from's connections go: an active link, on
+// another device of this side if there is one (Linux skips links of the
+// same device when the device failed).
+func (g *linkGroup) failoverLink(from *link) *link {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var same *link
+	for _, l := range g.links {
+		if l == nil || l == from || !l.active() {
+			continue
+		}
+		if l.dev != from.dev {
+			return l
+		}
+		if same == nil {
+			same = l
+		}
+	}
+	return same
+}
+
+// moveAll moves the connections on from to to, until none is left there.
+func (g *linkGroup) moveAll(from, to *link) error {
+	for _, c := range g.connList() {
+		if err := c.switchLink(from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow moves a connection that ends its handshake on a link that went
+// down meanwhile (the group moved the others while its peer's RMB was
+// still unknown).
+func (s *smcConn) follow() {
+	s.mu.Lock()
+	l := s.lnk
+	s.mu.Unlock()
+	if !l.down.Load() {
+		return
+	}
+	for {
+		to := s.g.failoverLink(l)
+		if to == nil {
+			return // the group ends, and the connection with it
+		}
+		if err := s.switchLink(l, to); err == nil || errors.Is(err, errGroupEnding) {
+			return
+		}
+	}
+}
+
+// setLink makes l the connection's link, with the send buffer's region
+// there. mu is held, or the connection is not shared yet.
+func (s *smcConn) setLink(l *link) {
+	if s.lnk != nil {
+		s.lnk.conns.Add(-1)
+	}
+	s.lnk = l
+	l.conns.Add(1)
+	if mr := s.sndBuf.mrs[l.idx]; mr != nil {
+		s.sndVA, s.sndLKey = mr.VA(), mr.LKey()
+	}
+	s.broadcastMoveLocked()
+}
+
+// switchLink moves the connection from from to to (see the top of this
+// file), if it is on from; an error says to failed meanwhile (the
+// connection is then to's to move).
+func (s *smcConn) switchLink(from, to *link) error {
+	s.mu.Lock()
+	on := s.lnk == from && s.attached && !s.freed
+	rt := s.rtIdx
+	s.mu.Unlock()
+	if !on {
+		return nil
+	}
+	// Two slots on the new link, taken before the lock (a Write may hold
+	// slots while it waits for the lock): the validation and the CDC.
+	v, err := to.slot(s.g.closing)
+	if err != nil {
+		return errOr(err, s.g)
+	}
+	d, err := to.slot(s.g.closing)
+	if err != nil {
+		to.release(v)
+		return errOr(err, s.g)
+	}
+	peer, known := s.g.rtokenOn(rt, to.idx)
+	s.mu.Lock()
+	if s.lnk != from {
+		s.mu.Unlock()
+		to.release(v)
+		to.release(d)
+		return nil
+	}
+	s.setLink(to)
+	s.g.st.count(&s.g.st.stats.connsMoved)
+	wake(s.writable)
+	switch {
+	case s.freed || s.err != nil:
+		s.mu.Unlock()
+		to.release(v)
+		to.release(d)
+		return nil
+	case !known:
+		// The peer never gave its RMB's rkey on that link: the
+		// connection cannot go on there.
+		s.violationLocked(fmt.Errorf("no rkey of the peer's RMB on link %d", to.id))
+		s.mu.Unlock()
+		to.release(v)
+		to.release(d)
+		return nil
+	}
+	s.peerRKey, s.peerVA = peer.rkey, peer.va
+	// The validation first, alone, and its completion awaited: the peer
+	// has handled it (it takes back what it must, validateLocked) before
+	// any WRITE comes again. Meanwhile nothing else is sent.
+	s.resending = true
+	done := make(chan bool, 1)
+	v.sent = done
+	var w [1]qp.SendWR
+	vf := smcwire.CDCFields{Seq: s.seqFin, Token: s.peerTok, ProdFlags: smcwire.CDCFailoverValidate}
+	to.buildSend(&w[0], v, smcwire.AppendCDC(v.cdc[:0], &vf))
+	err = to.post(v, w[:])
+	s.mu.Unlock()
+	ok := false
+	if err == nil {
+		select {
+		case ok = <-done:
+		case <-to.dead:
+		case <-s.g.closing:
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resending = false
+	s.broadcastMoveLocked()
+	if !ok || s.lnk != to || s.freed || s.err != nil {
+		to.release(d)
+		if !ok {
+			return errOr(errLinkDown, s.g)
+		}
+		return nil
+	}
+	if s.peerCons > s.sndAcked {
+		s.sndAcked = s.peerCons // read by the peer: confirmed, whatever became of its CDC
+	}
+	return s.resendLocked(to, d)
+}
+
+// broadcastMoveLocked wakes whoever waits for the connection to move (or
+// to finish moving). mu is held.
+func (s *smcConn) broadcastMoveLocked() {
+	close(s.moved)
+	s.moved = make(chan struct{})
+}
+
+// errOr is err, or errGroupEnding once the group ends.
+func errOr(err error, g *linkGroup) error {
+	select {
+	case <-g.closing:
+		return errGroupEnding
+	default:
+		return err
+	}
+}
+
+// resendLocked posts, on link l in one post, the WRITEs of everything
+// past the confirmed point and the CDC that announces them, with the
+// cursors and close flags (in slot d). mu is held.
+func (s *smcConn) resendLocked(l *link, d *txSlot) error {
+	var wrs [3]qp.SendWR
+	n := s.writesLocked(l, s.sndAcked, s.sent, nil, wrs[:2])
+	var f smcwire.CDCFields
+	return s.postCDCLocked(l, d, &f, wrs[:n])
+}
+
+// validateLocked checks a failover validation from the peer (Linux's
+// smc_cdc_msg_validate): it names the last of the peer's CDCs whose SEND
+// completed; one this side never received means the two are out of sync,
+// and the connection is aborted. What CDCs after it announced is taken
+// back: the peer writes those bytes again and announces them anew, and
+// until then nothing here reads where its WRITEs land (the bytes are the
+// same, but a Read must not copy memory a WRITE writes). mu is held.
+func (s *smcConn) validateLocked(seq uint16) {
+	var last uint16
+	if s.rxSeen {
+		last = s.rxSeq
+	}
+	if int16(last-seq) < 0 {
+		s.g.st.count(&s.g.st.stats.cdcViolation)
+		s.violationLocked(fmt.Errorf("failover validation names CDC %d, the last received is %d", seq, last))
+		return
+	}
+	fin, ok := uint64(0), seq == 0 && s.rxHistN < 1<<16 // 0: none completed yet
+	for k := 1; !ok && k <= min(s.rxHistN, rxHistLen); k++ {
+		if m := s.rxHist[(s.rxHistN-k)%rxHistLen]; m.seq == seq {
+			fin, ok = m.produced, true
+		}
+	}
+	if p := max(fin, s.consumed+s.handed); ok && p < s.produced {
+		// Its close flags, if they came meanwhile, come again too: no
+		// end of stream before the bytes.
+		s.produced, s.prodC, s.rewound = p, cursorOf(p, uint64(len(s.rmb))), true
+	}
+}

@@ -1,0 +1,333 @@
+package smcr_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/rocev2/backend/memlink"
+	"github.com/goroce/goroce/smcr"
+)
+
+// backends are the two networks the failover tests run on.
+var backends = []struct {
+	name string
+	mem  bool
+}{{"memlink", true}, {"udp", false}}
+
+// connLink returns the path (0 or 1) of the link c sends on, by its local
+// device.
+func (lp *linkPair) connLink(t testing.TB, c net.Conn) int {
+	t.Helper()
+	_, ls := linksOf(t, c)
+	require.NotEmpty(t, ls)
+	require.True(t, ls[0].InUse)
+	for i := range 2 {
+		if ls[0].Device.Addr() == lp.srv[i] || ls[0].Device.Addr() == lp.cli[i] {
+			return i
+		}
+	}
+	t.Fatalf("link on device %v is on no path of the pair", ls[0].Device)
+	return -1
+}
+
+// When the path of a connection's link is cut in the middle of a transfer
+// (both ways at once), at any point of a CDC and its WRITE, and whichever
+// side's WRITE it catches, the link goes down (TEST_LINK), the connection
+// moves to the other link, and every byte arrives exactly once: the
+// transfer completes byte-exact, over SMC-R.
+func TestFailoverAtEveryCutPoint(t *testing.T) {
+	for _, be := range backends {
+		for _, point := range []cutPoint{beforeWrite, betweenWriteAndCDC, afterCDC} {
+			for _, writer := range []string{"client", "server"} {
+				t.Run(fmt.Sprintf("%s/%s writes/%v", be.name, writer, point), func(t *testing.T) {
+					noLeaks(t)
+					lp := newLinkPair(t, be.mem, nil)
+					c, s := lp.dial(t)
+					waitLinks(t, c, 2)
+					waitLinks(t, s, 2)
+					i := lp.connLink(t, c)
+					w, peer := lp.cli[i], lp.srv[i]
+					if writer == "server" {
+						w, peer = peer, w
+					}
+					tr := newTrigger(w, peer, 20, point)
+					lp.paths.trig.Store(tr)
+					require.NoError(t, transfer(t, c, s, 4<<20))
+					select {
+					case <-tr.firedC:
+					default:
+						t.Fatal("the cut never came: the test proved nothing")
+					}
+					requireMode(t, c, smcr.ModeSMCRv2)
+					require.Equal(t, 1-i, lp.connLink(t, c), "the connection moved to the other link")
+					require.Equal(t, 1-i, lp.connLink(t, s))
+					require.NotZero(t, smcr.StatsOf(c.(*smcr.Conn)).ConnsMoved+smcr.StatsOf(s.(*smcr.Conn)).ConnsMoved)
+				})
+			}
+		}
+	}
+}
+
+// When both paths are cut, the last link's failure ends the connections:
+// blocked Reads and Writes return errors (not an orderly end) in bounded
+// time, and every goroutine stops.
+func TestBothLinksCut(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			noLeaks(t)
+			lp := newLinkPair(t, be.mem, nil)
+			c, s := lp.dial(t)
+			waitLinks(t, c, 2)
+			werr := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					if _, err := c.Write(buf); err != nil {
+						werr <- err
+						return
+					}
+				}
+			}()
+			_, err := io.CopyN(io.Discard, s, 1<<20)
+			require.NoError(t, err)
+			lp.paths.cut(true, append(lp.path(0), lp.path(1)...)...)
+			rerr := make(chan error, 1)
+			go func() {
+				_, err := io.Copy(io.Discard, s)
+				if err == nil {
+					err = io.EOF
+				}
+				rerr <- err
+			}()
+			for _, ch := range []chan error{werr, rerr} {
+				select {
+				case err := <-ch:
+					require.Error(t, err)
+					require.False(t, errors.Is(err, io.EOF), "both links dead is no orderly end: %v", err)
+				case <-time.After(60 * time.Second): // hang guard
+					t.Fatal("Read or Write still blocked after both links died")
+				}
+			}
+			c.Close()
+			s.Close()
+		})
+	}
+}
+
+// A path that fails and comes back again and again under a transfer: each
+// time the connection moves off the dead link, the group adds a link again
+// once the path is back, and the next cut catches the connection there.
+// The stream stays byte-exact throughout.
+func TestLinkFlapping(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			noLeaks(t)
+			lp := newLinkPair(t, be.mem, nil)
+			c, s := lp.dial(t)
+			waitLinks(t, c, 2)
+			waitLinks(t, s, 2)
+			done := make(chan error, 1)
+			go func() { done <- transfer(t, c, s, 32<<20) }()
+			moves := 0
+			for range 3 {
+				i := lp.connLink(t, c)
+				lp.paths.cut(true, lp.path(i)...)
+				waitFor(t, 30*time.Second, func() bool { return lp.connLink(t, c) != i })
+				moves++
+				lp.paths.cut(false, lp.path(i)...)
+				waitLinks(t, c, 2)
+				waitLinks(t, s, 2)
+			}
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(120 * time.Second): // hang guard
+				t.Fatal("the transfer did not end")
+			}
+			require.Equal(t, 3, moves)
+			requireMode(t, c, smcr.ModeSMCRv2)
+			require.GreaterOrEqual(t, smcr.StatsOf(c.(*smcr.Conn)).LinksAdded, uint64(4), "the link came back each time")
+		})
+	}
+}
+
+// 200 connections on one link group, half on each link (they alternate),
+// each echoing its own stream: when one path's devices lose their
+// addresses in the middle, its hundred connections move to the other link
+// at once, and every stream arrives byte-exact. (The devices' send errors
+// take the link down: with 400 busy goroutines on the test's CPUs,
+// TEST_LINK's wait could be a starved receive goroutine's, not a dead
+// path's.)
+func TestManyConnectionsMoveAtOnce(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			noLeaks(t)
+			lp := newLinkPair(t, be.mem, func(c *smcr.Config) { c.TestLinkInterval = -1 })
+			first, firstS := lp.dial(t)
+			waitLinks(t, first, 2)
+			const conns = 200
+			cs, ss := []net.Conn{first}, []net.Conn{firstS}
+			for len(cs) < conns {
+				c, s := lp.dial(t)
+				cs, ss = append(cs, c), append(ss, s)
+			}
+			onPath := [2]int{}
+			for _, c := range cs {
+				onPath[lp.connLink(t, c)]++
+			}
+			require.InDelta(t, conns/2, onPath[0], 2, "connections alternate between the links: %v", onPath)
+			var wg sync.WaitGroup
+			errs := make(chan error, conns)
+			started := make(chan struct{}, conns)
+			for k := range cs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- echoStream(cs[k], ss[k], 1<<20, k, started)
+				}()
+			}
+			for range conns {
+				<-started // every stream has data on the wire
+			}
+			lp.paths.remove(true, lp.path(0)...)
+			wait(t, &wg, 120*time.Second)
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			for _, c := range cs {
+				require.Equal(t, 1, lp.connLink(t, c), "every connection is on the surviving link")
+			}
+		})
+	}
+}
+
+// echoStream has s echo c's n bytes (seeded by seed) back and checks them;
+// it says on started once the first echoed byte is back (or it failed).
+func echoStream(c, s net.Conn, n, seed int, started chan<- struct{}) (err error) {
+	once := false
+	defer func() {
+		if !once {
+			started <- struct{}{}
+		}
+	}()
+	go func() {
+		_, _ = io.Copy(s, s)
+		_ = s.(*smcr.Conn).CloseWrite()
+	}()
+	out := make([]byte, n)
+	pattern(out, seed)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(out)
+		if err == nil {
+			err = c.(*smcr.Conn).CloseWrite()
+		}
+		werr <- err
+	}()
+	got := make([]byte, 0, n)
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := c.Read(buf)
+		got = append(got, buf[:k]...)
+		if k > 0 && !once {
+			once = true
+			started <- struct{}{}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	if !bytes.Equal(got, out) {
+		return fmt.Errorf("stream %d: %d bytes back, not the %d sent", seed, len(got), n)
+	}
+	return nil
+}
+
+// A device whose address is deleted fails every send (EINVAL): its links
+// go down at once, without waiting for TEST_LINK, the connections move,
+// and when the address is back the group adds a link there again.
+func TestDeviceAddressGone(t *testing.T) {
+	noLeaks(t)
+	lp := newLinkPair(t, false, func(c *smcr.Config) {
+		c.TestLinkInterval = -1 // no TEST_LINK: only the send errors can tell
+	})
+	c, s := lp.dial(t)
+	waitLinks(t, c, 2)
+	waitLinks(t, s, 2)
+	i := lp.connLink(t, c)
+	done := make(chan error, 1)
+	go func() { done <- transfer(t, c, s, 8<<20) }()
+	lp.paths.remove(true, lp.srv[i])
+	waitFor(t, 30*time.Second, func() bool { return lp.connLink(t, c) != i })
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second): // hang guard
+		t.Fatal("the transfer did not end")
+	}
+	added := smcr.StatsOf(s.(*smcr.Conn)).LinksAdded
+	lp.paths.remove(false, lp.srv[i])
+	waitLinks(t, s, 2)
+	require.Greater(t, smcr.StatsOf(s.(*smcr.Conn)).LinksAdded, added)
+}
+
+// SMC-Rv1 has no rkey list in ADD_LINK: the sides exchange every RMB's
+// rkey on the new link in ADD_LINK_CONT messages, two each, in turn. With
+// five connections a link added again takes three rounds; the connections
+// then move onto it (when the other path is cut) and their streams arrive
+// byte-exact, which they could not with an rkey missing or wrong.
+func TestSMCRv1AddLinkCont(t *testing.T) {
+	noLeaks(t)
+	paths := newPaths(t)
+	mem := memlink.NewNetwork()
+	var srvDevs, cliDevs []netip.Addr
+	p := newPairWith(t, func(srv, cli netip.Addr, c *smcr.Config) ([]netip.Addr, []netip.Addr) {
+		// v1's IP area: the client's device on lo's 127.0.0.1/8 covers
+		// the server's (memlink devices on loopback addresses).
+		a := memAddrs(srv, 2)
+		srvDevs, cliDevs = []netip.Addr{srv, a[0]}, []netip.Addr{netip.MustParseAddr("127.0.0.1"), a[1]}
+		return srvDevs, cliDevs
+	}, func(c *smcr.Config) {
+		memDevices(c, mem)
+		c.UEIDs = nil
+		c.DevicePort = 14791
+		c.TestLinkInterval = 20 * time.Millisecond
+		smcr.FastLinkChecks(c, 500*time.Millisecond, 100*time.Millisecond)
+	})
+	var cs, ss []net.Conn
+	for range 5 {
+		c, s := p.dial(t)
+		requireMode(t, c, smcr.ModeSMCRv1)
+		cs, ss = append(cs, c), append(ss, s)
+	}
+	waitLinks(t, cs[0], 2)
+	added := smcr.StatsOf(ss[0].(*smcr.Conn)).LinksAdded
+	paths.cut(true, srvDevs[1], cliDevs[1])
+	waitLinks(t, cs[0], 1)
+	paths.cut(false, srvDevs[1], cliDevs[1])
+	waitLinks(t, cs[0], 2)
+	waitLinks(t, ss[0], 2)
+	require.Greater(t, smcr.StatsOf(ss[0].(*smcr.Conn)).LinksAdded, added)
+	paths.cut(true, srvDevs[0], cliDevs[0])
+	for k := range cs {
+		require.NoError(t, transfer(t, cs[k], ss[k], 300001))
+		_, ls := linksOf(t, cs[k])
+		require.Equal(t, cliDevs[1], ls[0].LocalGID, "connection %d moved to the link added again", k)
+	}
+}
