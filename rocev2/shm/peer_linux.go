@@ -92,6 +92,10 @@ func newPairing(b *Backend, p *peer, c *net.UnixConn, h hello, mine half, inMem 
 	pr.out = producer{ring: out}
 	in, _ := newRing(inMem) // checked size: valid
 	pr.in = consumer{ring: in, max: maxPacket}
+	// Asleep until the receive path looks at it: the device's receive
+	// goroutine may have gone to sleep before this ring existed, and the
+	// producer's first publish must ring our doorbell.
+	pr.in.sleep()
 	return pr
 }
 

@@ -33,11 +33,11 @@ type Stats struct {
 
 // stats are a backend's counters.
 type stats struct {
-	pairings, paired                 atomic.Uint64
-	sentPackets, sentBytes           atomic.Uint64
-	receivedPackets, receivedBytes   atomic.Uint64
-	fallback, overflow, dropped      atomic.Uint64
-	corrupt, badICRC, refused, failed   atomic.Uint64
+	pairings, paired                  atomic.Uint64
+	sentPackets, sentBytes            atomic.Uint64
+	receivedPackets, receivedBytes    atomic.Uint64
+	fallback, overflow, dropped       atomic.Uint64
+	corrupt, badICRC, refused, failed atomic.Uint64
 }
 
 func (s *stats) snapshot() Stats {
