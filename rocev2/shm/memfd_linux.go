@@ -26,6 +26,7 @@ type half struct {
 	ringFD int
 	mem    []byte
 	bell   int
+	ino    uint64 // the ring's inode (race_on.go)
 }
 
 // newHalf creates a ring of size data bytes and a doorbell.
@@ -54,6 +55,11 @@ func newHalf(size int) (h half, err error) {
 		return h, err
 	}
 	r.format()
+	var st unix.Stat_t
+	if err = unix.Fstat(h.ringFD, &st); err != nil {
+		return h, fmt.Errorf("shm: fstat the ring: %w", err)
+	}
+	h.ino = st.Ino
 	if h.bell, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return h, fmt.Errorf("shm: eventfd: %w", err)
 	}
@@ -81,29 +87,29 @@ func (h *half) close() {
 }
 
 // mapPeerRing checks that fd is a ring of size data bytes that cannot
-// change size, maps it and closes fd.
-func mapPeerRing(fd int, size uint64) ([]byte, error) {
+// change size, maps it and closes fd. It returns the mapping and the ring's inode.
+func mapPeerRing(fd int, size uint64) ([]byte, uint64, error) {
 	defer unix.Close(fd)
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return nil, fmt.Errorf("shm: the peer's ring is not a sealable memfd: %w", err)
+		return nil, 0, fmt.Errorf("shm: the peer's ring is not a sealable memfd: %w", err)
 	}
 	if seals&requiredSeals != requiredSeals {
-		return nil, fmt.Errorf("shm: the peer's ring is not sealed against shrinking and growing (seals %#x)", seals)
+		return nil, 0, fmt.Errorf("shm: the peer's ring is not sealed against shrinking and growing (seals %#x)", seals)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("shm: fstat the peer's ring: %w", err)
+		return nil, 0, fmt.Errorf("shm: fstat the peer's ring: %w", err)
 	}
 	total := uint64(ringHeaderSize) + size
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != total {
-		return nil, fmt.Errorf("shm: the peer's ring is %d bytes, its hello said %d", st.Size, total)
+		return nil, 0, fmt.Errorf("shm: the peer's ring is %d bytes, its hello said %d", st.Size, total)
 	}
 	mem, err := unix.Mmap(fd, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("shm: map the peer's ring: %w", err)
+		return nil, 0, fmt.Errorf("shm: map the peer's ring: %w", err)
 	}
-	return mem, nil
+	return mem, st.Ino, nil
 }
 
 // checkBell checks that fd is an eventfd and makes it non-blocking.

@@ -241,7 +241,7 @@ func (b *Backend) admitted(p *peer) {
 // pairWith checks and maps the peer's ring and doorbell (fds, which it
 // takes over) and makes the pairing.
 func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]int) (*pairing, error) {
-	inMem, err := mapPeerRing(fds[0], h.ringSize)
+	inMem, ino, err := mapPeerRing(fds[0], h.ringSize)
 	if err != nil {
 		closeFD(fds[1])
 		return nil, err
@@ -257,7 +257,9 @@ func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]
 		closeFD(fds[1])
 		return nil, err
 	}
-	return newPairing(b, p, c, h, mine, inMem, fds[1]), nil
+	pr := newPairing(b, p, c, h, mine, inMem, fds[1])
+	pr.out.race, pr.in.race = raceToken(mine.ino), raceToken(ino)
+	return pr, nil
 }
 
 // release frees a pairing that was never installed.

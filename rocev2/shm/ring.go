@@ -77,6 +77,7 @@ type ring struct {
 	data []byte
 	size uint64
 	mask uint64
+	race unsafe.Pointer // the race detector's name for a mapped ring (race_on.go)
 }
 
 // newRing views mem (the header page and a power-of-two data area).
@@ -178,6 +179,7 @@ func (p *producer) publish() (wake bool) {
 	if p.tail == p.pub {
 		return false
 	}
+	raceRelease(p.race)
 	p.word64(offTail).Store(p.tail)
 	p.pub = p.tail
 	return p.word32(offSleeping).CompareAndSwap(1, 0)
@@ -210,6 +212,9 @@ func (c *consumer) poll() (bool, error) {
 	t := c.word64(offTail).Load()
 	if t < c.tail || t-c.head > c.size || t&7 != 0 {
 		return false, errCorrupt
+	}
+	if t != c.tail {
+		raceAcquire(c.race)
 	}
 	c.tail = t
 	return t != c.head, nil
