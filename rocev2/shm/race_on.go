@@ -15,7 +15,9 @@ import (
 // tail's store and load do. Inodes sharing a token only add order.
 var raceTokens [256]uint64
 
-func raceToken(ino uint64) unsafe.Pointer { return unsafe.Pointer(&raceTokens[ino%uint64(len(raceTokens))]) }
+func raceToken(ino uint64) unsafe.Pointer {
+	return unsafe.Pointer(&raceTokens[ino%uint64(len(raceTokens))])
+}
 
 func raceRelease(p unsafe.Pointer) {
 	if p != nil {

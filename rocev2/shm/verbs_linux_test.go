@@ -77,13 +77,26 @@ type nodeConfig struct {
 
 func newNode(t testing.TB, be rocev2.Backend, cfg nodeConfig) *node {
 	t.Helper()
-	if cfg.bufSize == 0 {
-		cfg.bufSize = 1 << 16
-	}
+	return newNodeOn(t, newDevice(t, be), cfg)
+}
+
+// newDevice starts a device on be; the test's cleanup closes it.
+func newDevice(t testing.TB, be rocev2.Backend) *device.Device {
+	t.Helper()
 	dev, err := device.New(device.Config{Backend: be})
 	require.NoError(t, err)
 	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+// newNodeOn makes a node (a QP, its CQ, PD and buffer) on dev.
+func newNodeOn(t testing.TB, dev *device.Device, cfg nodeConfig) *node {
+	t.Helper()
+	if cfg.bufSize == 0 {
+		cfg.bufSize = 1 << 16
+	}
 	n := &node{dev: dev, pd: dev.AllocPD(), typ: cfg.typ, buf: make([]byte, cfg.bufSize), psn: qp.RandomPSN()}
+	var err error
 	n.cq, err = cq.New(4096, cq.Config{})
 	require.NoError(t, err)
 	n.mr, err = n.pd.RegisterMR(n.buf, allAccess)
