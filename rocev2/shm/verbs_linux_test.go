@@ -116,26 +116,33 @@ func newNodeOn(t testing.TB, dev *device.Device, cfg nodeConfig) *node {
 // connect takes n's QP to RTS towards peer, as the pingpong programs do.
 func (n *node) connect(t testing.TB, peer *node, cfg nodeConfig) {
 	t.Helper()
+	if n.typ == qp.UD {
+		gid, err := peer.dev.GID(1)
+		require.NoError(t, err)
+		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, QKey: qkey}, qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskQKey))
+		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTR}, qp.MaskState))
+		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: n.psn}, qp.MaskState|qp.MaskSQPSN))
+		n.ah, err = qp.CreateAH(n.pd, qp.AH{DGID: gid, SGIDIndex: 1, HopLimit: 64, DestPort: peer.dev.LocalAddr().Port()})
+		require.NoError(t, err)
+		return
+	}
+	connectRC(t, n, peer.dev.LocalAddr(), peer.qp.QPN(), peer.psn, cfg)
+}
+
+// connectRC takes n's RC QP to RTS towards the QP qpn at addr (of this
+// process or another), whose first PSN is psn.
+func connectRC(t testing.TB, n *node, addr netip.AddrPort, qpn uint32, psn rocev2.PSN, cfg nodeConfig) {
+	t.Helper()
 	if cfg.timeout == 0 {
 		cfg.timeout = 20
 	}
 	if cfg.retry == 0 {
 		cfg.retry = 7
 	}
-	gid, err := peer.dev.GID(1)
-	require.NoError(t, err)
-	ah := qp.AH{DGID: gid, SGIDIndex: 1, HopLimit: 64, DestPort: peer.dev.LocalAddr().Port()}
-	if n.typ == qp.UD {
-		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, QKey: qkey}, qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskQKey))
-		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTR}, qp.MaskState))
-		require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: n.psn}, qp.MaskState|qp.MaskSQPSN))
-		n.ah, err = qp.CreateAH(n.pd, ah)
-		require.NoError(t, err)
-		return
-	}
+	ah := qp.AH{DGID: device.GIDFromAddr(addr.Addr()), SGIDIndex: 1, HopLimit: 64, DestPort: addr.Port()}
 	require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.Init, Port: 1, AccessFlags: allAccess},
 		qp.MaskState|qp.MaskPKeyIndex|qp.MaskPort|qp.MaskAccessFlags))
-	require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTR, PathMTU: rocev2.MTU4096, DestQPN: peer.qp.QPN(), RQPSN: peer.psn,
+	require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTR, PathMTU: rocev2.MTU4096, DestQPN: qpn, RQPSN: psn,
 		MaxDestRdAtomic: 16, MinRNRTimer: 1, AH: ah},
 		qp.MaskState|qp.MaskAV|qp.MaskPathMTU|qp.MaskDestQPN|qp.MaskRQPSN|qp.MaskMaxDestRdAtomic|qp.MaskMinRNRTimer))
 	require.NoError(t, n.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: n.psn, Timeout: cfg.timeout, RetryCnt: cfg.retry, RNRRetry: 7, MaxRdAtomic: 16},
