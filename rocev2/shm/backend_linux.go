@@ -112,9 +112,6 @@ func open(cfg Config) (*Backend, error) {
 	if !validRingSize(uint64(cfg.RingSize)) {
 		return nil, fmt.Errorf("shm: open: RingSize %d: use a power of two from %d to %d", cfg.RingSize, minRingSize, maxRingSize)
 	}
-	if err := checkDir(cfg.Dir); err != nil {
-		return nil, err
-	}
 	var seed [8]byte
 	crand.Read(seed[:])
 	b := &Backend{

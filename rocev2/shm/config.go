@@ -55,9 +55,10 @@ type Config struct {
 
 	// Dir is the run directory the rendezvous sockets live in; "" means
 	// $GOROCE_RUN_DIR, else goroce-UID in the system's temporary
-	// directory. It must belong to this user and have mode 0700 (it is
-	// created so if missing): the sockets are how a peer's process reaches
-	// this one.
+	// directory. A backend that listens needs it to belong to this user
+	// and have mode 0700 (it is created so if missing): its socket is how
+	// another process reaches this one. A dialer only looks its peers up
+	// there, and trusts them by SO_PEERCRED.
 	Dir string
 
 	// Fallback, if set, carries the packets to destinations that offer no

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,6 +86,19 @@ func startChild(t testing.TB, role, dir string, attr *syscall.SysProcAttr, bin s
 	return c
 }
 
+// eventually waits, without sleeping, for what another goroutine (or
+// process) does next; the deadline is a hang guard only.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
@@ -138,9 +152,7 @@ func TestChild(t *testing.T) {
 	case "dial":
 		be := openShm(t, dir, childAddr, shm.Config{NoListen: true})
 		require.NoError(t, be.Send([]rocev2.Datagram{{Buf: make([]byte, 64), Addr: netip.MustParseAddrPort(parentAddr)}}))
-		for be.LinkTo(netip.MustParseAddrPort(parentAddr)) == shm.LinkConnecting {
-			time.Sleep(time.Millisecond) // a child's own wait for its dial, not a test's synchronisation
-		}
+		eventually(t, "the dial ends", func() bool { return be.LinkTo(netip.MustParseAddrPort(parentAddr)) != shm.LinkConnecting })
 		fmt.Printf("LINK %s %d\n", be.LinkTo(netip.MustParseAddrPort(parentAddr)), be.Stats().RefusedPeers)
 	default:
 		childEcho(t, role, dir, in)

@@ -52,6 +52,9 @@ func checkDir(dir string) error {
 // listen binds the rendezvous socket. A socket left by a process that died
 // is replaced; one that answers belongs to a live backend.
 func (b *Backend) listen() error {
+	if err := checkDir(b.cfg.Dir); err != nil {
+		return err
+	}
 	path := SocketPath(b.cfg.Dir, b.local)
 	if _, err := os.Lstat(path); err == nil {
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
