@@ -38,8 +38,12 @@ type link struct {
 func openLink(tb testing.TB, kind, dir string, addr netip.AddrPort) link {
 	tb.Helper()
 	switch kind {
-	case "shm":
-		be, err := shm.Open(shm.Config{Dir: dir, Addr: addr})
+	case "shm", "shm-spin5us", "shm-spin20us", "shm-spin50us":
+		var spin time.Duration
+		if _, s, ok := strings.Cut(kind, "-spin"); ok {
+			spin, _ = time.ParseDuration(s)
+		}
+		be, err := shm.Open(shm.Config{Dir: dir, Addr: addr, Spin: spin})
 		require.NoError(tb, err)
 		return link{be.Send, be.Receive, be.LocalAddr(), func() { be.Close() }}
 	case "udp":
@@ -161,7 +165,7 @@ func measure(b *testing.B, c *child, loop func()) {
 
 // BenchmarkPingPong: one op is a round trip of a 64-byte packet.
 func BenchmarkPingPong(b *testing.B) {
-	for _, kind := range []string{"shm", "udp", "raw"} {
+	for _, kind := range []string{"shm", "shm-spin5us", "shm-spin20us", "shm-spin50us", "udp", "raw"} {
 		b.Run(kind, func(b *testing.B) {
 			c, l, peer := benchPeer(b, "echo-"+kind, kind)
 			ping := []rocev2.Datagram{{Buf: make([]byte, 64), Addr: peer}}

@@ -88,6 +88,13 @@ type Config struct {
 	// next rendezvous attempt; 0 means DefaultRetryAfter.
 	RetryAfter time.Duration
 
+	// Spin is how long a receiver that finds nothing looks again before it
+	// sleeps on its doorbells; 0 (the default) sleeps at once. A reply that
+	// comes within the spin costs no doorbell and no wake-up on either
+	// side, but the spin burns a CPU: see the package documentation for
+	// what it was measured to buy.
+	Spin time.Duration
+
 	// AllowUIDs are users besides this process's whose processes may pair
 	// with it. By default only the same user's may: a peer can write into
 	// our rings and ring our doorbells.

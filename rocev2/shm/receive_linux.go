@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
+	"time"
 
 	"github.com/goroce/goroce/rocev2"
 )
@@ -166,6 +168,9 @@ func (b *Backend) WaitReadable() error {
 	if b.closed.Load() {
 		return errClosed
 	}
+	if b.cfg.Spin > 0 && b.spin() {
+		return nil
+	}
 	if !b.prepareSleep() {
 		return nil
 	}
@@ -180,6 +185,25 @@ func (b *Backend) WaitReadable() error {
 		return fmt.Errorf("shm: wait: %w", err)
 	}
 	return nil
+}
+
+// spin looks for something to receive for up to Config.Spin, yielding the
+// processor between looks; it reports whether it found something.
+func (b *Backend) spin() bool {
+	deadline := time.Now().Add(b.cfg.Spin)
+	for !b.closed.Load() {
+		b.rxMu.Lock()
+		found := b.waitingLocked()
+		b.rxMu.Unlock()
+		if found {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // prepareSleep reports whether nothing waits, having flagged the rings'
