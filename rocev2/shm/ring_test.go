@@ -106,32 +106,34 @@ func TestRingConsumerRefusesLies(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		write func(mem []byte)
+		valid int // real records in front of the lie
 	}{
-		{"tail beyond a whole ring", func(m []byte) { tail(m, size+8) }},
-		{"tail not a record boundary", func(m []byte) { tail(m, 12) }},
-		{"tail shorter than a header", func(m []byte) { tail(m, 4) }},
-		{"length beyond the largest packet", func(m []byte) { rec(m, 0, maxPacket+1); tail(m, 8+maxPacket+8) }},
-		{"length beyond the tail", func(m []byte) { rec(m, 0, 100); tail(m, 64) }},
-		{"length that wraps", func(m []byte) { rec(m, 0, 0xFFFFFFF0); tail(m, 64) }},
-		{"pad at the start", func(m []byte) { rec(m, 0, padLen); tail(m, size) }},
-		{"pad beyond the tail", func(m []byte) { rec(m, 0, 8); rec(m, 16, padLen); tail(m, 24) }},
+		{"tail beyond a whole ring", func(m []byte) { tail(m, size+8) }, 0},
+		{"tail not a record boundary", func(m []byte) { tail(m, 12) }, 0},
+		{"tail shorter than a header", func(m []byte) { tail(m, 4) }, 0},
+		{"length beyond the largest packet", func(m []byte) { rec(m, 0, maxPacket+1); tail(m, 8+maxPacket+8) }, 0},
+		{"length beyond the tail", func(m []byte) { rec(m, 0, 100); tail(m, 64) }, 0},
+		{"length that wraps", func(m []byte) { rec(m, 0, 0xFFFFFFF0); tail(m, 64) }, 0},
+		{"pad at the start", func(m []byte) { rec(m, 0, padLen); tail(m, size) }, 0},
+		{"pad beyond the tail", func(m []byte) { rec(m, 0, 8); rec(m, 16, padLen); tail(m, 24) }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := make([]byte, ringHeaderSize+size)
 			_, c := newTestRing(t, mem)
 			tc.write(mem)
-			var err error
-			for range 4 {
-				var more bool
-				if more, err = c.poll(); err != nil || !more {
-					break
-				}
+			// The lie is found before any of it is handed out: only the
+			// real records in front of it are.
+			handed := 0
+			more, err := c.poll()
+			for err == nil && more && handed < 16 {
 				var pkt []byte
-				if pkt, _, _, err = c.next(); err != nil || pkt == nil {
+				if pkt, _, _, err = c.next(); pkt == nil {
 					break
 				}
+				handed++
 			}
 			assert.ErrorIs(t, err, errCorrupt)
+			assert.Equal(t, tc.valid, handed, "records handed out")
 		})
 	}
 	t.Run("tail going backwards", func(t *testing.T) {
