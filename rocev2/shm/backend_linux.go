@@ -59,6 +59,10 @@ type Backend struct {
 		slab []byte // BatchSize packets of maxPacket bytes
 		next int    // the slot to start from: rounds go round-robin
 		bell [8]byte
+		// lastWait is how long the last WaitReadable waited (its caller
+		// is the one receive goroutine): a short wait means a busy link,
+		// worth a spin.
+		lastWait time.Duration
 	}
 	wait waiter
 

@@ -39,7 +39,7 @@ func openLink(tb testing.TB, kind, dir string, addr netip.AddrPort) link {
 	tb.Helper()
 	switch kind {
 	case "shm", "shm-spin5us", "shm-spin20us", "shm-spin50us":
-		var spin time.Duration
+		var spin time.Duration // none, the default
 		if _, s, ok := strings.Cut(kind, "-spin"); ok {
 			spin, _ = time.ParseDuration(s)
 		}
@@ -190,7 +190,7 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkBulk: one op is a 4 KiB packet, sent in batches of 64, each
 // answered by the peer with a small packet when it has received them all.
 func BenchmarkBulk(b *testing.B) {
-	for _, kind := range []string{"shm", "udp"} {
+	for _, kind := range []string{"shm", "shm-spin20us", "udp"} {
 		b.Run(kind, func(b *testing.B) {
 			c, l, peer := benchPeer(b, "sink-"+kind, kind)
 			batch := make([]rocev2.Datagram, 64)

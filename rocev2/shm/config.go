@@ -89,10 +89,11 @@ type Config struct {
 	RetryAfter time.Duration
 
 	// Spin is how long a receiver that finds nothing looks again before it
-	// sleeps on its doorbells; 0 (the default) sleeps at once. A reply that
+	// sleeps on its doorbells, when the last packet came within that time
+	// too (a busy link; after a longer gap it sleeps at once). A packet that
 	// comes within the spin costs no doorbell and no wake-up on either
-	// side, but the spin burns a CPU: see the package documentation for
-	// what it was measured to buy.
+	// side; see the package documentation for what that was measured to
+	// buy, and why it is off by default. 0 never spins.
 	Spin time.Duration
 
 	// AllowUIDs are users besides this process's whose processes may pair

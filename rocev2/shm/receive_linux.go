@@ -161,20 +161,26 @@ func (b *Backend) drainBells() {
 
 // WaitReadable blocks until a ring or the fallback may have packets, or a
 // peer's consumer made room for what waits in its queue. It reads no
-// packet (whoever receives next takes them). Before it sleeps it flags
-// every ring's consumer as sleeping and looks once more (the Dekker
+// packet (whoever receives next takes them). While packets come close
+// together it first looks again for up to Config.Spin. Before it sleeps it
+// flags every ring's consumer as sleeping and looks once more (the Dekker
 // handshake of ring.go), so that no wake-up is lost.
 func (b *Backend) WaitReadable() error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	if b.cfg.Spin > 0 && b.spin() {
+	start := time.Now()
+	busy := b.cfg.Spin > 0 && b.rx.lastWait < b.cfg.Spin // the last packet came soon: the next may too
+	if busy && b.spin(start) {
+		b.rx.lastWait = time.Since(start)
 		return nil
 	}
 	if !b.prepareSleep() {
+		b.rx.lastWait = time.Since(start)
 		return nil
 	}
 	err := b.wait.sleep()
+	b.rx.lastWait = time.Since(start)
 	b.rxMu.Lock()
 	b.wakeLocked()
 	b.rxMu.Unlock()
@@ -187,10 +193,11 @@ func (b *Backend) WaitReadable() error {
 	return nil
 }
 
-// spin looks for something to receive for up to Config.Spin, yielding the
-// processor between looks; it reports whether it found something.
-func (b *Backend) spin() bool {
-	deadline := time.Now().Add(b.cfg.Spin)
+// spin looks for something to receive until Config.Spin after start,
+// yielding the processor between looks; it reports whether it found
+// something.
+func (b *Backend) spin(start time.Time) bool {
+	deadline := start.Add(b.cfg.Spin)
 	for !b.closed.Load() {
 		b.rxMu.Lock()
 		found := b.waitingLocked()
