@@ -83,6 +83,27 @@
 // with the usual errors (retry exhausted) within their timeouts; a new
 // process on the same address later pairs anew.
 //
+// # Measured (bench_linux_test.go)
+//
+// Two processes on a 2-vCPU VM that other jobs loaded (load average 2 to
+// 6), medians of 5 runs of 20000 round trips, CPU time of both processes
+// from getrusage. A 64-byte ping-pong: 27 µs and 22 CPU-µs per round trip
+// over shm, 29 µs and 36 CPU-µs over the UDP backend, 39 µs and 30 CPU-µs
+// over plain UDP sockets; 4 KiB packets in batches of 64: 1.4 µs and 1.5
+// CPU-µs per packet over shm, 2.3 µs and 2.3 CPU-µs over UDP. System calls
+// (perf, raw_syscalls:sys_enter): 8.5 per round trip over shm, 8.7 over
+// the UDP backend, 8.5 over plain sockets; 0.15 and 0.30 per bulk packet.
+// A round trip's system calls are no longer the kernel's UDP stack but the
+// doorbell (an eventfd write, the netpoller's and our epoll_wait, the
+// eventfd read) and the Go scheduler's handing of the woken goroutine to a
+// thread, which dominate what is left.
+//
+// Config.Spin trades that wake-up for a bounded look: with 20 µs, on the
+// same machine at load 2, a round trip took 3.4 µs and 5.9 CPU-µs (both
+// processes spin only while the other answers); at load 4 to 6, where the
+// peer waits for a CPU, the median was 32 µs and 34 CPU-µs, worse than
+// sleeping. It is off by default for that reason.
+//
 // # Allocation
 //
 // Receive buffers, the epoll events and the callbacks are made by Open; a
