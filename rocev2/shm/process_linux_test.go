@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,17 +86,8 @@ func startChild(t testing.TB, role, dir string, attr *syscall.SysProcAttr, bin s
 }
 
 // eventually waits, without sleeping, for what another goroutine (or
-// process) does next; the deadline is a hang guard only.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		runtime.Gosched()
-	}
-}
+// process) does next.
+var eventually = shm.Eventually
 
 type writerFunc func([]byte)
 

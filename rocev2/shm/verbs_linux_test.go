@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -33,12 +32,7 @@ const (
 )
 
 // runDir returns a run directory of the test's own, mode 0700.
-func runDir(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o700))
-	return dir
-}
+var runDir = shm.NewRunDir
 
 // openShm opens a shared-memory backend on addr in dir.
 func openShm(t testing.TB, dir, addr string, cfg shm.Config) *shm.Backend {
