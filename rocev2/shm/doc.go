@@ -86,23 +86,28 @@
 // # Measured (bench_linux_test.go)
 //
 // Two processes on a 2-vCPU VM that other jobs loaded (load average 2 to
-// 6), medians of 5 runs of 20000 round trips, CPU time of both processes
-// from getrusage. A 64-byte ping-pong: 27 µs and 22 CPU-µs per round trip
-// over shm, 29 µs and 36 CPU-µs over the UDP backend, 39 µs and 30 CPU-µs
-// over plain UDP sockets; 4 KiB packets in batches of 64: 1.4 µs and 1.5
-// CPU-µs per packet over shm, 2.3 µs and 2.3 CPU-µs over UDP. System calls
-// (perf, raw_syscalls:sys_enter): 8.5 per round trip over shm, 8.7 over
-// the UDP backend, 8.5 over plain sockets; 0.15 and 0.30 per bulk packet.
-// A round trip's system calls are no longer the kernel's UDP stack but the
-// doorbell (an eventfd write, the netpoller's and our epoll_wait, the
-// eventfd read) and the Go scheduler's handing of the woken goroutine to a
-// thread, which dominate what is left.
+// 6), 5 runs of 20000 round trips each, CPU time of both processes from
+// getrusage; medians, with the range. A 64-byte ping-pong, at load 3 to 6:
+// 27 µs (18–60) and 22 CPU-µs (19–29) per round trip over shm, 29 µs
+// (28–35) and 36 CPU-µs (31–38) over the UDP backend, 39 µs (24–44) and
+// 30 CPU-µs (29–41) over plain UDP sockets. Over shm the round trip is
+// bimodal: about 17 µs, or 57–88 µs when the Go scheduler's threads and
+// the other jobs contend for the two CPUs (an earlier run had three of
+// five there). 4 KiB packets in batches of 64, at load 2 to 5: 1.24 µs
+// (0.86–1.40) and 1.2 CPU-µs per packet over shm, 1.97 µs (1.65–2.15) and
+// 2.1 CPU-µs over UDP (one later run over shm, at load 6, took 105 µs a
+// packet while using 2.7 CPU-µs: waiting, not working). System calls
+// (perf stat -e raw_syscalls:sys_enter, both processes): 8.5 per round
+// trip over shm, 8.7 over the UDP backend, 8.5 over plain sockets; 0.15
+// and 0.30 per bulk packet. What a shm round trip still pays is no longer
+// the kernel's UDP stack but the doorbell (an eventfd write, the
+// netpoller's and our epoll_wait, the eventfd read per direction) and the
+// Go scheduler's handing of the woken goroutine to a thread.
 //
-// Config.Spin trades that wake-up for a bounded look: with 20 µs, on the
-// same machine at load 2, a round trip took 3.4 µs and 5.9 CPU-µs (both
-// processes spin only while the other answers); at load 4 to 6, where the
-// peer waits for a CPU, the median was 32 µs and 34 CPU-µs, worse than
-// sleeping. It is off by default for that reason.
+// Config.Spin trades that wake-up for a bounded look: with 20 µs, at load
+// 2, a round trip took 3.4 µs (3.0–4.1) and 5.9 CPU-µs; at load 4 to 6,
+// where the peer waits for a CPU, 32 µs (7.6–39) and 34 CPU-µs, worse
+// than sleeping. It is off by default for that reason.
 //
 // # Allocation
 //
