@@ -37,3 +37,32 @@ func TestPairAndExchange(t *testing.T) {
 	assert.EqualValues(t, 1, b.Stats().Pairings)
 	t.Logf("a %+v\nb %+v", a.Stats(), b.Stats())
 }
+
+// Two backends that send to each other at once both dial; one pairing
+// results (the lower address's dial), on both sides, and it carries both
+// directions.
+func TestCrossedDialsPairOnce(t *testing.T) {
+	for round := range 20 {
+		dir := runDir(t)
+		a := openIn(t, dir, "127.0.0.1:4791", Config{})
+		b := openIn(t, dir, "127.0.0.2:4791", Config{})
+		start := make(chan struct{})
+		done := make(chan error, 2)
+		for _, s := range [][2]*Backend{{a, b}, {b, a}} {
+			go func() {
+				<-start
+				done <- s[0].Send([]rocev2.Datagram{{Buf: packet(64, byte(round)), Addr: s[1].LocalAddr()}})
+			}()
+		}
+		close(start)
+		require.NoError(t, <-done)
+		require.NoError(t, <-done)
+		assert.Equal(t, a.LocalAddr(), receiveN(t, b, 1)[0].Addr, "round %d", round)
+		assert.Equal(t, b.LocalAddr(), receiveN(t, a, 1)[0].Addr, "round %d", round)
+		assert.EqualValues(t, 1, a.Stats().Pairings, "round %d: %+v", round, a.Stats())
+		assert.EqualValues(t, 1, b.Stats().Pairings, "round %d: %+v", round, b.Stats())
+		assert.Zero(t, a.Stats().Dropped+b.Stats().Dropped, "round %d", round)
+		a.Close()
+		b.Close()
+	}
+}

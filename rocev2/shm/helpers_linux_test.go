@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,14 +44,18 @@ func packet(n int, seq byte) []byte {
 	return p
 }
 
-// receiveN receives until n packets came, returning copies of them.
+// receiveN receives until n packets came, returning copies of them. A
+// watchdog closes b should they never come, so that the test fails rather
+// than hangs.
 func receiveN(t testing.TB, b *Backend, n int) []rocev2.Datagram {
 	t.Helper()
+	watchdog := time.AfterFunc(30*time.Second, func() { b.Close() })
+	defer watchdog.Stop()
 	var out []rocev2.Datagram
 	rx := make([]rocev2.Datagram, 16)
 	for len(out) < n {
 		k, err := b.Receive(rx)
-		require.NoError(t, err)
+		require.NoError(t, err, "%d of %d packets came", len(out), n)
 		for _, d := range rx[:k] {
 			d.Buf = append([]byte(nil), d.Buf...)
 			out = append(out, d)
