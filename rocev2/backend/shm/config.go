@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // Defaults for the zero values of Config, and the bounds of what a peer may
@@ -64,10 +65,10 @@ type Config struct {
 	// Fallback, if set, carries the packets to destinations that offer no
 	// pairing (a kernel rxe, another host, a process without this
 	// backend), and its received packets are merged with the rings'. It
-	// must be able to receive without blocking (rocev2.Poller), as the UDP
+	// must be able to receive without blocking (backend.Poller), as the UDP
 	// backend and memlink can. The backend owns it and closes it. Without
 	// a fallback, packets to such destinations are dropped and counted.
-	Fallback rocev2.Backend
+	Fallback backend.Backend
 
 	// NoListen makes a backend that pairs only with peers it sends to
 	// first: it offers no rendezvous socket of its own.

@@ -21,7 +21,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/shm"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 )
 
 // Two processes: the test binary runs itself again as the peer (TestChild,
@@ -141,7 +142,7 @@ func TestChild(t *testing.T) {
 		fmt.Printf("STATS %d %d\n", be.Stats().RefusedPeers, be.Stats().Pairings)
 	case "dial":
 		be := openShm(t, dir, childAddr, shm.Config{NoListen: true})
-		require.NoError(t, be.Send([]rocev2.Datagram{{Buf: make([]byte, 64), Addr: netip.MustParseAddrPort(parentAddr)}}))
+		require.NoError(t, be.Send([]backend.Outgoing{{Buf: make([]byte, 64), Dst: netip.MustParseAddrPort(parentAddr)}}))
 		eventually(t, "the dial ends", func() bool { return be.LinkTo(netip.MustParseAddrPort(parentAddr)) != shm.LinkConnecting })
 		fmt.Printf("LINK %s %d\n", be.LinkTo(netip.MustParseAddrPort(parentAddr)), be.Stats().RefusedPeers)
 	default:

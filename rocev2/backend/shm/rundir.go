@@ -3,19 +3,16 @@ package shm
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
+
+	"github.com/goroce/goroce/internal/rundir"
 )
 
-// DefaultDir is the run directory when Config.Dir is empty: $GOROCE_RUN_DIR,
-// else goroce-UID in the system's temporary directory (where devices
-// publish their counters too, device.RunDir).
-func DefaultDir() string {
-	if d := os.Getenv("GOROCE_RUN_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("goroce-%d", os.Getuid()))
-}
+// DefaultDir is the run directory when Config.Dir is empty: goroce's one
+// (internal/rundir: $GOROCE_RUN_DIR, $XDG_RUNTIME_DIR/goroce, or
+// goroce-UID in the system's temporary directory), where devices publish
+// their counters too.
+func DefaultDir() string { return rundir.Path() }
 
 // SocketPath is the rendezvous socket of the device at ap in dir: a
 // backend listens there, and a sender finds its peer there by the

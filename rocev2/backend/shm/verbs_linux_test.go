@@ -16,8 +16,9 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 	"github.com/goroce/goroce/rocev2/device"
-	"github.com/goroce/goroce/rocev2/shm"
 )
 
 // Devices and queue pairs over the shared-memory backend, as the qp
@@ -69,13 +70,13 @@ type nodeConfig struct {
 	retry   uint8 // 0 means 7
 }
 
-func newNode(t testing.TB, be rocev2.Backend, cfg nodeConfig) *node {
+func newNode(t testing.TB, be backend.Backend, cfg nodeConfig) *node {
 	t.Helper()
 	return newNodeOn(t, newDevice(t, be), cfg)
 }
 
 // newDevice starts a device on be; the test's cleanup closes it.
-func newDevice(t testing.TB, be rocev2.Backend) *device.Device {
+func newDevice(t testing.TB, be backend.Backend) *device.Device {
 	t.Helper()
 	dev, err := device.New(device.Config{Backend: be})
 	require.NoError(t, err)

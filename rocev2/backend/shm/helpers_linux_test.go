@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // runDir returns a run directory of the test's own, mode 0700.
@@ -47,12 +48,12 @@ func packet(n int, seq byte) []byte {
 // receiveN receives until n packets came, returning copies of them. A
 // watchdog closes b should they never come, so that the test fails rather
 // than hangs.
-func receiveN(t testing.TB, b *Backend, n int) []rocev2.Datagram {
+func receiveN(t testing.TB, b *Backend, n int) []backend.Incoming {
 	t.Helper()
 	watchdog := time.AfterFunc(30*time.Second, func() { b.Close() })
 	defer watchdog.Stop()
-	var out []rocev2.Datagram
-	rx := make([]rocev2.Datagram, 16)
+	var out []backend.Incoming
+	rx := make([]backend.Incoming, 16)
 	for len(out) < n {
 		k, err := b.Receive(rx)
 		require.NoError(t, err, "%d of %d packets came", len(out), n)

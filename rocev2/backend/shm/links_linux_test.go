@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/backendtest"
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/shm"
-	"github.com/goroce/goroce/rocev2/udp"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/backendtest"
+	"github.com/goroce/goroce/rocev2/backend/shm"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 )
 
 func TestBackendChecks(t *testing.T) {
@@ -35,7 +35,7 @@ func TestBackendChecks(t *testing.T) {
 			}
 			b, err := shm.Open(cfg)
 			require.NoError(t, err)
-			pkts := []rocev2.Datagram{{Buf: make([]byte, 64), Addr: netip.MustParseAddrPort("127.0.0.9:4791")}}
+			pkts := []backend.Outgoing{{Buf: make([]byte, 64), Dst: netip.MustParseAddrPort("127.0.0.9:4791")}}
 			backendtest.Run(t, b, pkts)
 		})
 	}

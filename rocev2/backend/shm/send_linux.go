@@ -3,6 +3,8 @@ package shm
 import (
 	"net/netip"
 
+	"github.com/goroce/goroce/rocev2/backend"
+
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -23,7 +25,7 @@ import (
 // Send never waits for a peer: a dead or stuck one costs its queue, not a
 // hang. It fails only after Close, or for datagrams no link could carry
 // (the others still go), with the first such error.
-func (b *Backend) Send(pkts []rocev2.Datagram) error {
+func (b *Backend) Send(pkts []backend.Outgoing) error {
 	if b.closed.Load() {
 		return errClosed
 	}
@@ -43,7 +45,7 @@ func (b *Backend) Send(pkts []rocev2.Datagram) error {
 		}
 		j := i + 1
 		if p := b.route(dst); p != nil {
-			for j < len(pkts) && sameDest(pkts[j].Addr, dst) {
+			for j < len(pkts) && sameDest(pkts[j].Dst, dst) {
 				j++
 			}
 			i += b.sendTo(p, pkts[i:j])
@@ -67,9 +69,9 @@ func (b *Backend) Send(pkts []rocev2.Datagram) error {
 }
 
 // check returns d's destination, normalized, or why no link can carry d.
-func (b *Backend) check(d *rocev2.Datagram) (netip.AddrPort, error) {
-	a := d.Addr.Addr().Unmap()
-	if d.Addr.Port() == 0 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Is4() != b.local.Addr().Is4() {
+func (b *Backend) check(d *backend.Outgoing) (netip.AddrPort, error) {
+	a := d.Dst.Addr().Unmap()
+	if d.Dst.Port() == 0 || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Is4() != b.local.Addr().Is4() {
 		return netip.AddrPort{}, errDest
 	}
 	switch {
@@ -78,7 +80,7 @@ func (b *Backend) check(d *rocev2.Datagram) (netip.AddrPort, error) {
 	case len(d.Buf) > maxPacket:
 		return netip.AddrPort{}, errTooBig
 	}
-	return netip.AddrPortFrom(a, d.Addr.Port()), nil
+	return netip.AddrPortFrom(a, d.Dst.Port()), nil
 }
 
 func sameDest(a, dst netip.AddrPort) bool {
@@ -161,7 +163,7 @@ func (b *Backend) evictLocked() bool {
 // sendTo hands pkts, all to p, to p's ring or queue and returns how many it
 // took: fewer when p has (or gets) no pairing, and the rest go to the
 // fallback.
-func (b *Backend) sendTo(p *peer, pkts []rocev2.Datagram) int {
+func (b *Backend) sendTo(p *peer, pkts []backend.Outgoing) int {
 	p.txMu.Lock()
 	switch p.state.Load() {
 	case stateConnecting:
@@ -224,15 +226,15 @@ func (b *Backend) sendTo(p *peer, pkts []rocev2.Datagram) int {
 }
 
 // seal seals d for the ring: IPv4 ID 0, as the UDP backend's plain sends.
-func (b *Backend) seal(p *peer, d *rocev2.Datagram) *rocev2.Datagram {
+func (b *Backend) seal(p *peer, d *backend.Outgoing) *backend.Outgoing {
 	p.flow.SealICRC(d.Buf)
-	d.IPv4ID, d.SrcPort = 0, 0
+	d.Wire = backend.Wire{}
 	return d
 }
 
 // ttlOf is the TTL (hop limit) a packet carries: its address vector's, else
 // 64, what the UDP backend's socket sends with.
-func ttlOf(s rocev2.Sender) uint8 {
+func ttlOf(s backend.Sender) uint8 {
 	if s.HopLimit != 0 {
 		return s.HopLimit
 	}
@@ -240,7 +242,7 @@ func ttlOf(s rocev2.Sender) uint8 {
 }
 
 // toFallback hands pkts to the fallback, or drops and counts them.
-func (b *Backend) toFallback(pkts []rocev2.Datagram) error {
+func (b *Backend) toFallback(pkts []backend.Outgoing) error {
 	if len(pkts) == 0 {
 		return nil
 	}
@@ -263,9 +265,9 @@ func (b *Backend) drainToFallback(p *peer) {
 		p.q.reset()
 		return
 	}
-	dgs := make([]rocev2.Datagram, 0, b.batch) // once per failed rendezvous
+	dgs := make([]backend.Outgoing, 0, b.batch) // once per failed rendezvous
 	p.q.each(func(pkt []byte) {
-		dgs = append(dgs, rocev2.Datagram{Buf: pkt, Addr: p.addr})
+		dgs = append(dgs, backend.Outgoing{Buf: pkt, Dst: p.addr})
 		if len(dgs) == cap(dgs) {
 			b.toFallback(dgs)
 			dgs = dgs[:0]

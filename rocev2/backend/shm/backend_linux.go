@@ -13,25 +13,25 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 var (
-	errClosed = fmt.Errorf("shm: %w", rocev2.ErrBackendClosed)
+	errClosed = fmt.Errorf("shm: %w", backend.ErrBackendClosed)
 	errShort  = errors.New("shm: send: datagram shorter than an ICRC")
 	errDest   = errors.New("shm: send: destination is not a unicast address and port of the backend's family")
 	errTooBig = fmt.Errorf("shm: send: datagram larger than %d bytes, the largest a ring carries", maxPacket)
 )
 
-// Backend is a rocev2.Backend that carries packets through shared memory to
+// Backend is a backend.Backend that carries packets through shared memory to
 // peers on the same host, and through its fallback to everyone else. Send
 // may be called from several goroutines; Receive and TryReceive from one at
 // a time.
 type Backend struct {
 	cfg      Config
 	local    netip.AddrPort
-	fallback rocev2.Backend
-	fbPoll   rocev2.Poller
+	fallback backend.Backend
+	fbPoll   backend.Poller
 	uid      uint32
 	instance uint64
 	epoch    time.Time // RetryAfter deadlines are nanoseconds since
@@ -58,11 +58,14 @@ type Backend struct {
 	rx    struct {
 		slab []byte // BatchSize packets of maxPacket bytes
 		next int    // the slot to start from: rounds go round-robin
-		bell [8]byte
-		// lastWait is how long the last WaitReadable waited (its caller
-		// is the one receive goroutine): a short wait means a busy link,
-		// worth a spin.
-		lastWait time.Duration
+		// slept and woke are when the serving goroutine last parked and
+		// last woke: a short sleep means a busy link, worth a spin.
+		slept, woke time.Time
+		// What serve runs (serveRead, bound once as readFn), and
+		// Receive's own state.
+		drain, done func() bool
+		readFn      func(fd uintptr) bool
+		recv        blockingReceive
 	}
 	wait waiter
 
@@ -75,8 +78,8 @@ type Backend struct {
 }
 
 var (
-	_ rocev2.Backend = (*Backend)(nil)
-	_ rocev2.Poller  = (*Backend)(nil)
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Poller  = (*Backend)(nil)
 )
 
 // Open starts a shared-memory backend: it checks the run directory, listens
@@ -96,11 +99,11 @@ func Open(cfg Config) (*Backend, error) {
 
 func open(cfg Config) (*Backend, error) {
 	local := netip.AddrPortFrom(cfg.Addr.Addr().Unmap(), cfg.Addr.Port())
-	var fbPoll rocev2.Poller
+	var fbPoll backend.Poller
 	if cfg.Fallback != nil {
 		var ok bool
-		if fbPoll, ok = cfg.Fallback.(rocev2.Poller); !ok {
-			return nil, errors.New("shm: open: the fallback backend cannot receive without blocking (rocev2.Poller); use the UDP backend (or memlink) as the fallback")
+		if fbPoll, ok = cfg.Fallback.(backend.Poller); !ok {
+			return nil, errors.New("shm: open: the fallback backend cannot receive without blocking (backend.Poller); use the UDP backend (or memlink) as the fallback")
 		}
 		fa := cfg.Fallback.LocalAddr()
 		fa = netip.AddrPortFrom(fa.Addr().Unmap(), fa.Port())
@@ -131,7 +134,9 @@ func open(cfg Config) (*Backend, error) {
 	}
 	b.rx.slab = make([]byte, b.batch*maxPacket)
 	b.fb.bell = -1
-	if err := b.wait.init(cfg.MaxPeers); err != nil {
+	b.rx.readFn = b.serveRead
+	b.rx.recv.init(b)
+	if err := b.wait.init(); err != nil {
 		return nil, err
 	}
 	if b.fallback != nil {
@@ -165,7 +170,7 @@ func (b *Backend) LinkMTU() int { return b.mtu }
 func (b *Backend) Stats() Stats { return b.stats.snapshot() }
 
 // Fallback returns the fallback backend (nil if none).
-func (b *Backend) Fallback() rocev2.Backend { return b.fallback }
+func (b *Backend) Fallback() backend.Backend { return b.fallback }
 
 // SocketPath returns the rendezvous socket the backend listens on ("" with
 // NoListen).
@@ -214,7 +219,7 @@ func (b *Backend) Peers() []netip.AddrPort {
 
 // Close ends every pairing (the peers see their rendezvous connections
 // close), removes the rendezvous socket, closes the fallback and wakes a
-// blocked Receive with an error wrapping rocev2.ErrBackendClosed. Closing
+// blocked Receive with an error wrapping backend.ErrBackendClosed. Closing
 // twice is a no-op.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -232,7 +237,7 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	b.stopBridge()
-	b.wait.close() // wakes WaitReadable
+	b.wait.close() // wakes Serve
 	return nil
 }
 

@@ -1,4 +1,4 @@
-// Package shm is a rocev2.Backend for goroce devices on one host: it
+// Package shm is a backend.Backend for goroce devices on one host: it
 // carries the same RoCEv2 datagrams as the UDP backend, byte for byte and
 // with their ICRCs sealed for IPv4 ID 0 as the UDP backend seals a plain
 // datagram (so a capture tap records valid packets), through shared memory
@@ -68,7 +68,7 @@
 // cannot silence another's); all of them, and the fallback bridge's, are in
 // one level-triggered epoll set whose descriptor is registered with Go's
 // netpoller, so one goroutine (the device's receive goroutine) waits for
-// every link. The backend is a rocev2.Poller: a device's busy-polling CQ
+// every link. The backend is a backend.Poller: a device's busy-polling CQ
 // receives from the rings on its own goroutine without a system call.
 //
 // # Teardown

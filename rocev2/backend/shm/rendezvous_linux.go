@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/goroce/goroce/internal/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,23 +29,12 @@ import (
 // instance number in the hello tells a live peer's second dial (busy) from
 // a restarted peer's (its old pairing is dead: replaced).
 
-// checkDir makes sure the run directory exists, is a directory (not a
-// symbolic link) of this user, and that nobody else can reach into it.
+// checkDir makes sure the run directory exists and can be trusted: a
+// directory (not a symbolic link) of this user that nobody else can write
+// into (internal/rundir), as every goroce program checks it.
 func checkDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if _, err := rundir.Ensure(dir); err != nil {
 		return fmt.Errorf("shm: run directory: %w", err)
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return fmt.Errorf("shm: run directory: %w", err)
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("shm: run directory %s is not a directory (a symbolic link?); remove it or set GOROCE_RUN_DIR", dir)
-	case st.Uid != uint32(os.Getuid()):
-		return fmt.Errorf("shm: run directory %s belongs to uid %d, not to this user (%d); set GOROCE_RUN_DIR to a directory of yours", dir, st.Uid, os.Getuid())
-	case st.Mode&0o777 != 0o700:
-		return fmt.Errorf("shm: run directory %s has mode %o; only its owner may reach it (chmod 700 %s)", dir, st.Mode&0o777, dir)
 	}
 	return nil
 }

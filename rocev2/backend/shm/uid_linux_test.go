@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/shm"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 )
 
 // nobody is the user the other process runs as.
@@ -66,7 +66,7 @@ func TestOtherUserRefused(t *testing.T) {
 		be := openShm(t, dir, parentAddr, shm.Config{NoListen: true})
 		t.Cleanup(func() { be.Close() })
 		peer := netip.MustParseAddrPort(childAddr)
-		require.NoError(t, be.Send([]rocev2.Datagram{{Buf: make([]byte, 64), Addr: peer}}))
+		require.NoError(t, be.Send([]backend.Outgoing{{Buf: make([]byte, 64), Dst: peer}}))
 		eventually(t, "the dial ends", func() bool { return be.LinkTo(peer) != shm.LinkConnecting })
 		assert.Equal(t, shm.LinkNone, be.LinkTo(peer))
 		s := be.Stats()

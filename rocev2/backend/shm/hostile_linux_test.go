@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/rocev2/backend"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/goroce/goroce/rocev2"
 )
 
 // eventually waits, without sleeping, for what another goroutine of the
@@ -32,7 +32,7 @@ func pairedBackends(t testing.TB, cfg Config) (a, b *Backend) {
 	dir := runDir(t)
 	a = openIn(t, dir, "127.0.0.1:4791", cfg)
 	b = openIn(t, dir, "127.0.0.2:4791", cfg)
-	require.NoError(t, a.Send([]rocev2.Datagram{{Buf: packet(64, 1), Addr: b.LocalAddr()}}))
+	require.NoError(t, a.Send([]backend.Outgoing{{Buf: packet(64, 1), Dst: b.LocalAddr()}}))
 	receiveN(t, b, 1)
 	return a, b
 }
@@ -90,16 +90,16 @@ func TestCorruptRingEndsPairing(t *testing.T) {
 			if tc.send {
 				big := packet(4000, 2)
 				for range 64 { // more than the ring holds: b reads the head
-					require.NoError(t, b.Send([]rocev2.Datagram{{Buf: big, Addr: a.LocalAddr()}}))
+					require.NoError(t, b.Send([]backend.Outgoing{{Buf: big, Dst: a.LocalAddr()}}))
 				}
 			} else {
-				b.TryReceive(make([]rocev2.Datagram, 4))
+				b.TryReceive(make([]backend.Incoming, 4))
 			}
 			eventually(t, "both sides tear the pairing down", func() bool { return a.Stats().Paired == 0 && b.Stats().Paired == 0 })
 			assert.EqualValues(t, 1, b.Stats().CorruptRings)
 			assert.Equal(t, LinkNone, b.LinkTo(a.LocalAddr()))
 			assert.Equal(t, LinkNone, a.LinkTo(b.LocalAddr()))
-			n, err := b.TryReceive(make([]rocev2.Datagram, 4))
+			n, err := b.TryReceive(make([]backend.Incoming, 4))
 			assert.NoError(t, err)
 			assert.Zero(t, n)
 		})
@@ -112,14 +112,14 @@ func TestScribbledPacketFailsICRC(t *testing.T) {
 	a, b := pairedBackends(t, Config{})
 	pr := pairingOf(t, b)
 	pkt := packet(200, 3)
-	require.NoError(t, a.Send([]rocev2.Datagram{{Buf: pkt, Addr: b.LocalAddr()}}))
+	require.NoError(t, a.Send([]backend.Outgoing{{Buf: pkt, Dst: b.LocalAddr()}}))
 	tail := binary.LittleEndian.Uint64(pr.inMem[offTail:])
 	pr.inMem[ringHeaderSize+int(tail-recordLen(200))%DefaultRingSize+recHeader+20] ^= 0x40
-	got := make([]rocev2.Datagram, 4)
+	got := make([]backend.Incoming, 4)
 	n, err := b.TryReceive(got)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	assert.Equal(t, rocev2.ICRCBad, got[0].ICRC)
+	assert.Equal(t, backend.ICRCBad, got[0].ICRC)
 	assert.EqualValues(t, 1, b.Stats().BadICRC)
 	assert.EqualValues(t, 1, b.Stats().Paired)
 }

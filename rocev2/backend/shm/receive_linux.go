@@ -3,28 +3,76 @@ package shm
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"runtime"
 	"time"
 
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // Receive blocks until packets arrive, from a ring or the fallback, and
 // fills pkts. The Bufs of ring packets are the backend's copies, valid
 // until the next call (the fallback's are the fallback's, with the same
 // lifetime). After Close it returns an error wrapping
-// rocev2.ErrBackendClosed.
-func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
-	for {
-		n, err := b.TryReceive(pkts)
-		if n > 0 || err != nil || len(pkts) == 0 {
-			return n, err
-		}
-		if err := b.WaitReadable(); err != nil {
-			return 0, err
-		}
+// backend.ErrBackendClosed.
+func (b *Backend) Receive(pkts []backend.Incoming) (int, error) {
+	r := &b.rx.recv
+	r.pkts, r.n, r.err = pkts, 0, nil
+	err := b.serve(r.drain, r.done)
+	n, rerr := r.n, r.err
+	r.pkts = nil
+	if n > 0 || rerr != nil || len(pkts) == 0 {
+		return n, rerr
 	}
+	return 0, err
+}
+
+// blockingReceive is Receive's state, with its callbacks bound once so
+// that a Receive allocates nothing.
+type blockingReceive struct {
+	pkts        []backend.Incoming
+	n           int
+	err         error
+	drain, done func() bool
+}
+
+func (r *blockingReceive) init(b *Backend) {
+	r.drain = func() bool {
+		r.n, r.err = b.TryReceive(r.pkts)
+		return false
+	}
+	r.done = func() bool { return r.n > 0 || r.err != nil || len(r.pkts) == 0 }
+}
+
+// Serve is the receive loop of backend.Poller: it calls drain while it
+// reports more, and between calls sleeps until a doorbell rings (a ring
+// received, a consumer made room for what waits in a peer's queue, the
+// fallback became readable), until Close. Before it sleeps it flags every
+// ring's consumer as sleeping and looks once more (the Dekker handshake of
+// ring.go), so that no wake-up is lost; while awake, producers ring no
+// doorbell at all. While packets come close together it first looks again
+// for up to Config.Spin.
+func (b *Backend) Serve(drain func() bool) error {
+	return b.serve(drain, nil)
+}
+
+// serve runs drain inside the runtime poller's read of the waiter's epoll
+// set until done (nil: never) reports true or the backend closes. The
+// doorbells are never read: each write to one wakes the set's waiter
+// through the netpoller, edge-triggered, whatever its counter holds.
+func (b *Backend) serve(drain, done func() bool) error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	b.rx.drain, b.rx.done = drain, done
+	err := b.wait.rc.Read(b.rx.readFn)
+	b.rx.drain, b.rx.done = nil, nil
+	if b.closed.Load() {
+		return errClosed
+	}
+	if err != nil {
+		return fmt.Errorf("shm: wait: %w", err)
+	}
+	return nil
 }
 
 // TryReceive is Receive without waiting: it takes what the rings hold,
@@ -35,7 +83,7 @@ func (b *Backend) Receive(pkts []rocev2.Datagram) (int, error) {
 // ICRC verified for IPv4 ID 0: every bit of it, as the sender sealed it.
 // On the way it empties the doorbells that rang, and sends what waits in a
 // peer's queue into the room its consumer made.
-func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
+func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	if b.closed.Load() {
 		return 0, errClosed
 	}
@@ -44,7 +92,6 @@ func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
 		return 0, nil
 	}
 	b.rxMu.Lock()
-	b.drainBells()
 	for _, pr := range b.slots {
 		if pr != nil && pr.peer.backlogged.Load() {
 			b.flushFor(pr)
@@ -67,7 +114,7 @@ func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
 			if n > 0 {
 				return n, nil
 			}
-			if b.closed.Load() || errors.Is(err, rocev2.ErrBackendClosed) {
+			if b.closed.Load() || errors.Is(err, backend.ErrBackendClosed) {
 				return 0, errClosed
 			}
 			return 0, fmt.Errorf("shm: fallback: %w", err)
@@ -86,7 +133,7 @@ func (b *Backend) TryReceive(pkts []rocev2.Datagram) (int, error) {
 
 // take copies what pr's ring holds into pkts[n:limit] and returns the new
 // n. rxMu is held.
-func (b *Backend) take(pr *pairing, pkts []rocev2.Datagram, n, limit int) int {
+func (b *Backend) take(pr *pairing, pkts []backend.Incoming, n, limit int) int {
 	more, err := pr.in.poll()
 	if err != nil {
 		b.corruptIn(pr)
@@ -109,9 +156,9 @@ func (b *Backend) take(pr *pairing, pkts []rocev2.Datagram, n, limit int) int {
 		buf := b.rx.slab[off : off+len(pkt) : off+maxPacket]
 		copy(buf, pkt)
 		d := &pkts[n]
-		*d = rocev2.Datagram{Buf: buf, Addr: pr.from, TTL: ttl, TOS: tos, ICRC: rocev2.ICRCOK}
+		*d = backend.Incoming{Buf: buf, Src: pr.from, TTL: ttl, TOS: tos, ICRC: backend.ICRCOK}
 		if !pr.rflow.VerifyICRC(buf) {
-			d.ICRC = rocev2.ICRCBad
+			d.ICRC = backend.ICRCBad
 			bad++
 		}
 		bytes += len(buf)
@@ -140,64 +187,35 @@ func (b *Backend) flushFor(pr *pairing) {
 	}
 }
 
-// drainBells empties the counters of the doorbells epoll reported, so that
-// the next WaitReadable sleeps until one rings again. rxMu is held.
-func (b *Backend) drainBells() {
-	for i := range b.wait.rung {
-		w := &b.wait.rung[i]
-		if w.Load() == 0 {
+// serveRead is serve's callback inside the runtime poller's read, bound
+// once (rx.readFn): it drains, and parks (false) once nothing waits.
+func (b *Backend) serveRead(uintptr) bool {
+	b.wakeAll()
+	for {
+		for b.rx.drain() && !b.closed.Load() {
+		}
+		if b.closed.Load() || (b.rx.done != nil && b.rx.done()) {
+			return true
+		}
+		if b.spin() {
 			continue
 		}
-		for set := w.Swap(0); set != 0; set &= set - 1 {
-			if slot := i*64 + bits.TrailingZeros64(set); slot < len(b.slots) && b.slots[slot] != nil {
-				drainNoWait(b.slots[slot].mine, &b.rx.bell)
-			}
+		if b.prepareSleep() {
+			b.rx.slept = time.Now()
+			return false // park: a doorbell calls again
 		}
 	}
-	if b.wait.fbRung.Load() && b.wait.fbRung.Swap(false) {
-		drainNoWait(b.fb.bell, &b.rx.bell)
-	}
 }
 
-// WaitReadable blocks until a ring or the fallback may have packets, or a
-// peer's consumer made room for what waits in its queue. It reads no
-// packet (whoever receives next takes them). While packets come close
-// together it first looks again for up to Config.Spin. Before it sleeps it
-// flags every ring's consumer as sleeping and looks once more (the Dekker
-// handshake of ring.go), so that no wake-up is lost.
-func (b *Backend) WaitReadable() error {
-	if b.closed.Load() {
-		return errClosed
+// spin looks for something to receive for up to Config.Spin, yielding
+// the processor between looks, when the last sleep was shorter than that
+// (packets come close together: the next may too); it reports whether it
+// found something.
+func (b *Backend) spin() bool {
+	if b.cfg.Spin <= 0 || b.rx.slept.IsZero() || b.rx.woke.Sub(b.rx.slept) >= b.cfg.Spin {
+		return false
 	}
-	start := time.Now()
-	busy := b.cfg.Spin > 0 && b.rx.lastWait < b.cfg.Spin // the last packet came soon: the next may too
-	if busy && b.spin(start) {
-		b.rx.lastWait = time.Since(start)
-		return nil
-	}
-	if !b.prepareSleep() {
-		b.rx.lastWait = time.Since(start)
-		return nil
-	}
-	err := b.wait.sleep()
-	b.rx.lastWait = time.Since(start)
-	b.rxMu.Lock()
-	b.wakeLocked()
-	b.rxMu.Unlock()
-	if b.closed.Load() {
-		return errClosed
-	}
-	if err != nil {
-		return fmt.Errorf("shm: wait: %w", err)
-	}
-	return nil
-}
-
-// spin looks for something to receive until Config.Spin after start,
-// yielding the processor between looks; it reports whether it found
-// something.
-func (b *Backend) spin(start time.Time) bool {
-	deadline := start.Add(b.cfg.Spin)
+	deadline := time.Now().Add(b.cfg.Spin)
 	for !b.closed.Load() {
 		b.rxMu.Lock()
 		found := b.waitingLocked()
@@ -206,6 +224,7 @@ func (b *Backend) spin(start time.Time) bool {
 			return true
 		}
 		if time.Now().After(deadline) {
+			b.rx.slept = time.Time{} // it did not pay: sleep next time
 			return false
 		}
 		runtime.Gosched()
@@ -235,13 +254,8 @@ func (b *Backend) prepareSleep() bool {
 
 // waitingLocked reports whether there is something for TryReceive to do.
 func (b *Backend) waitingLocked() bool {
-	if b.fb.ready.Load() || b.wait.fbRung.Load() {
+	if b.fb.ready.Load() {
 		return true
-	}
-	for i := range b.wait.rung {
-		if b.wait.rung[i].Load() != 0 {
-			return true
-		}
 	}
 	for _, pr := range b.slots {
 		if pr == nil || pr.broken {
@@ -252,6 +266,16 @@ func (b *Backend) waitingLocked() bool {
 		}
 	}
 	return false
+}
+
+// wakeAll clears every ring's sleeping flag, with the time of the wake
+// (for spin): the receive goroutine is awake, and producers need ring no
+// doorbell until it sleeps again.
+func (b *Backend) wakeAll() {
+	b.rx.woke = time.Now()
+	b.rxMu.Lock()
+	b.wakeLocked()
+	b.rxMu.Unlock()
 }
 
 func (b *Backend) wakeLocked() {

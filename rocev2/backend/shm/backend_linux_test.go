@@ -4,10 +4,10 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/rocev2/backend"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/goroce/goroce/rocev2"
 )
 
 func TestPairAndExchange(t *testing.T) {
@@ -15,24 +15,24 @@ func TestPairAndExchange(t *testing.T) {
 	a := openIn(t, dir, "127.0.0.1:4791", Config{})
 	b := openIn(t, dir, "127.0.0.2:4791", Config{})
 	const n = 100
-	pkts := make([]rocev2.Datagram, n)
+	pkts := make([]backend.Outgoing, n)
 	for i := range pkts {
-		pkts[i] = rocev2.Datagram{Buf: packet(32+i*40, byte(i)), Addr: b.LocalAddr()}
+		pkts[i] = backend.Outgoing{Buf: packet(32+i*40, byte(i)), Dst: b.LocalAddr()}
 	}
 	require.NoError(t, a.Send(pkts))
 	got := receiveN(t, b, n)
 	for i, d := range got {
 		assert.Equal(t, pkts[i].Buf, d.Buf, "packet %d", i)
-		assert.Equal(t, rocev2.ICRCOK, d.ICRC, "packet %d", i)
-		assert.Equal(t, a.LocalAddr(), d.Addr)
+		assert.Equal(t, backend.ICRCOK, d.ICRC, "packet %d", i)
+		assert.Equal(t, a.LocalAddr(), d.Src)
 	}
 	assert.Equal(t, LinkShm, a.LinkTo(b.LocalAddr()))
 	assert.Equal(t, LinkShm, b.LinkTo(a.LocalAddr()))
 	assert.Equal(t, []netip.AddrPort{b.LocalAddr()}, a.Peers())
 	// And back, on the same pairing.
-	require.NoError(t, b.Send([]rocev2.Datagram{{Buf: packet(64, 7), Addr: a.LocalAddr()}}))
+	require.NoError(t, b.Send([]backend.Outgoing{{Buf: packet(64, 7), Dst: a.LocalAddr()}}))
 	back := receiveN(t, a, 1)
-	assert.Equal(t, b.LocalAddr(), back[0].Addr)
+	assert.Equal(t, b.LocalAddr(), back[0].Src)
 	assert.EqualValues(t, 1, a.Stats().Pairings)
 	assert.EqualValues(t, 1, b.Stats().Pairings)
 	t.Logf("a %+v\nb %+v", a.Stats(), b.Stats())
@@ -51,14 +51,14 @@ func TestCrossedDialsPairOnce(t *testing.T) {
 		for _, s := range [][2]*Backend{{a, b}, {b, a}} {
 			go func() {
 				<-start
-				done <- s[0].Send([]rocev2.Datagram{{Buf: packet(64, byte(round)), Addr: s[1].LocalAddr()}})
+				done <- s[0].Send([]backend.Outgoing{{Buf: packet(64, byte(round)), Dst: s[1].LocalAddr()}})
 			}()
 		}
 		close(start)
 		require.NoError(t, <-done)
 		require.NoError(t, <-done)
-		assert.Equal(t, a.LocalAddr(), receiveN(t, b, 1)[0].Addr, "round %d", round)
-		assert.Equal(t, b.LocalAddr(), receiveN(t, a, 1)[0].Addr, "round %d", round)
+		assert.Equal(t, a.LocalAddr(), receiveN(t, b, 1)[0].Src, "round %d", round)
+		assert.Equal(t, b.LocalAddr(), receiveN(t, a, 1)[0].Src, "round %d", round)
 		assert.EqualValues(t, 1, a.Stats().Pairings, "round %d: %+v", round, a.Stats())
 		assert.EqualValues(t, 1, b.Stats().Pairings, "round %d: %+v", round, b.Stats())
 		assert.Zero(t, a.Stats().Dropped+b.Stats().Dropped, "round %d", round)

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/goroce/goroce/rocev2"
-	"github.com/goroce/goroce/rocev2/shm"
-	"github.com/goroce/goroce/rocev2/udp"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/shm"
+	"github.com/goroce/goroce/rocev2/backend/udp"
 )
 
 // Benchmarks between two processes (the test binary runs itself as the
@@ -28,8 +28,8 @@ import (
 // link is one end of a benchmark's connection: send one batch, receive at
 // least one packet.
 type link struct {
-	send    func(pkts []rocev2.Datagram) error
-	receive func(pkts []rocev2.Datagram) (int, error)
+	send    func(pkts []backend.Outgoing) error
+	receive func(pkts []backend.Incoming) (int, error)
 	local   netip.AddrPort
 	close   func()
 }
@@ -55,20 +55,20 @@ func openLink(tb testing.TB, kind, dir string, addr netip.AddrPort) link {
 	require.NoError(tb, err)
 	buf := make([]byte, 65536)
 	return link{
-		send: func(pkts []rocev2.Datagram) error {
+		send: func(pkts []backend.Outgoing) error {
 			for _, d := range pkts {
-				if _, err := c.WriteToUDPAddrPort(d.Buf, d.Addr); err != nil {
+				if _, err := c.WriteToUDPAddrPort(d.Buf, d.Dst); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
-		receive: func(pkts []rocev2.Datagram) (int, error) {
+		receive: func(pkts []backend.Incoming) (int, error) {
 			n, from, err := c.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return 0, err
 			}
-			pkts[0] = rocev2.Datagram{Buf: buf[:n], Addr: from}
+			pkts[0] = backend.Incoming{Buf: buf[:n], Src: from}
 			return 1, nil
 		},
 		local: c.LocalAddr().(*net.UDPAddr).AddrPort(),
@@ -94,8 +94,9 @@ func childEcho(t *testing.T, role, dir string, in *bufio.Scanner) {
 	l := openLink(t, kind, dir, netip.MustParseAddrPort(childAddr))
 	defer l.close()
 	go func() {
-		rx := make([]rocev2.Datagram, 64)
-		ack := []rocev2.Datagram{{Buf: make([]byte, 64)}}
+		rx := make([]backend.Incoming, 64)
+		echo := make([]backend.Outgoing, 64)
+		ack := []backend.Outgoing{{Buf: make([]byte, 64)}}
 		got := 0
 		for {
 			n, err := l.receive(rx)
@@ -103,13 +104,16 @@ func childEcho(t *testing.T, role, dir string, in *bufio.Scanner) {
 				return
 			}
 			if !sink {
-				if l.send(rx[:n]) != nil {
+				for i, d := range rx[:n] {
+					echo[i] = backend.Outgoing{Buf: d.Buf, Dst: d.Src}
+				}
+				if l.send(echo[:n]) != nil {
 					return
 				}
 				continue
 			}
 			for got += n; got >= 64; got -= 64 {
-				ack[0].Addr = rx[0].Addr
+				ack[0].Dst = rx[0].Src
 				if l.send(ack) != nil {
 					return
 				}
@@ -168,8 +172,8 @@ func BenchmarkPingPong(b *testing.B) {
 	for _, kind := range []string{"shm", "shm-spin5us", "shm-spin20us", "shm-spin50us", "udp", "raw"} {
 		b.Run(kind, func(b *testing.B) {
 			c, l, peer := benchPeer(b, "echo-"+kind, kind)
-			ping := []rocev2.Datagram{{Buf: make([]byte, 64), Addr: peer}}
-			rx := make([]rocev2.Datagram, 64)
+			ping := []backend.Outgoing{{Buf: make([]byte, 64), Dst: peer}}
+			rx := make([]backend.Incoming, 64)
 			rtt := func() {
 				require.NoError(b, l.send(ping))
 				_, err := l.receive(rx)
@@ -193,11 +197,11 @@ func BenchmarkBulk(b *testing.B) {
 	for _, kind := range []string{"shm", "shm-spin20us", "udp"} {
 		b.Run(kind, func(b *testing.B) {
 			c, l, peer := benchPeer(b, "sink-"+kind, kind)
-			batch := make([]rocev2.Datagram, 64)
+			batch := make([]backend.Outgoing, 64)
 			for i := range batch {
-				batch[i] = rocev2.Datagram{Buf: make([]byte, 4096), Addr: peer}
+				batch[i] = backend.Outgoing{Buf: make([]byte, 4096), Dst: peer}
 			}
-			rx := make([]rocev2.Datagram, 64)
+			rx := make([]backend.Incoming, 64)
 			round := func() {
 				require.NoError(b, l.send(batch))
 				_, err := l.receive(rx)

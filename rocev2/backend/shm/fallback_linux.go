@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/goroce/goroce/rocev2/backend"
 	"golang.org/x/sys/unix"
-
-	"github.com/goroce/goroce/rocev2"
 )
 
 // The fallback's packets are merged with the rings': a bridge goroutine
-// waits until the fallback is readable (its WaitReadable), flags it and
-// rings a doorbell of ours in the waiter's epoll set, then waits for
-// TryReceive to find the fallback empty before it waits again. So one
-// goroutine (the device's) sleeps on every link, and the fallback costs
-// nothing while it is quiet.
+// runs the fallback's Serve loop, whose drain flags the fallback readable
+// and rings a doorbell of ours in the waiter's epoll set, then waits for
+// TryReceive to find the fallback empty before it lets the loop park
+// again. So one goroutine (the device's) receives from every link, and the
+// fallback costs nothing while it is quiet.
 
 func (b *Backend) startBridge() error {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -35,24 +34,24 @@ func (b *Backend) startBridge() error {
 
 func (b *Backend) bridge() {
 	defer close(b.fb.done)
-	for {
-		if err := b.fbPoll.WaitReadable(); err != nil {
-			if errors.Is(err, rocev2.ErrBackendClosed) || b.closed.Load() {
-				return
-			}
-			select { // a failing socket: do not spin on it
-			case <-b.stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			continue
-		}
+	ready := func() bool {
 		b.fb.ready.Store(true)
 		unix.Write(b.fb.bell, one[:])
 		select {
 		case <-b.fb.drained:
 		case <-b.stop:
+		}
+		return false // wait for the fallback to be readable again
+	}
+	for {
+		err := b.fbPoll.Serve(ready)
+		if err == nil || errors.Is(err, backend.ErrBackendClosed) || b.closed.Load() {
 			return
+		}
+		select { // a failing socket: do not spin on it
+		case <-b.stop:
+			return
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/race"
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/backend"
 )
 
 // Neither Send nor Receive allocates per packet: a batch into the ring and
@@ -18,11 +18,11 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector allocates; make test runs this without it")
 	}
 	a, b := pairedBackends(t, Config{})
-	batch := make([]rocev2.Datagram, 8)
+	batch := make([]backend.Outgoing, 8)
 	for i := range batch {
-		batch[i] = rocev2.Datagram{Buf: packet(64+i*500, byte(i)), Addr: b.LocalAddr()}
+		batch[i] = backend.Outgoing{Buf: packet(64+i*500, byte(i)), Dst: b.LocalAddr()}
 	}
-	rx := make([]rocev2.Datagram, 16)
+	rx := make([]backend.Incoming, 16)
 	receive := func(be *Backend, want int) {
 		for got := 0; got < want; {
 			n, err := be.Receive(rx)
@@ -40,9 +40,9 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 		assert.Zero(t, allocs)
 	})
 	t.Run("ping-pong", func(t *testing.T) {
-		ping := []rocev2.Datagram{{Buf: packet(64, 1), Addr: b.LocalAddr()}}
-		pong := []rocev2.Datagram{{Buf: packet(64, 2), Addr: a.LocalAddr()}}
-		brx := make([]rocev2.Datagram, 16)
+		ping := []backend.Outgoing{{Buf: packet(64, 1), Dst: b.LocalAddr()}}
+		pong := []backend.Outgoing{{Buf: packet(64, 2), Dst: a.LocalAddr()}}
+		brx := make([]backend.Incoming, 16)
 		done := make(chan struct{})
 		go func() { // b answers every ping
 			defer close(done)
