@@ -92,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.UintVar(&port, "udp-port", rocev2.UDPPort, "RoCEv2 UDP `port` to bind (0: an ephemeral one); if the default is taken (by\na kernel rxe or another goroce program), an ephemeral port is used instead")
 	fs.BoolVar(&c.verbose, "v", false, "print all the attributes of the device, and its GID table (ibv_devinfo -v)")
 	fs.Var(portOrIface{&c}, "i", "print only port `N` (the device has port 1; 0: all ports), or with a name, the network\ninterface of the device (-backend afpacket; the address defaults to its first one)")
-	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's\ninterface, as rxe; needs CAP_NET_RAW)")
+	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, backendflag.FlagHelp)
 	fs.BoolVar(&c.list, "l", false, "print only the device's name (ibv_devinfo -l)")
 	fs.BoolVar(&c.gids, "gids", false, "print the GID table in the layout of the show_gids script")
 	fs.BoolVar(&c.counters, "counters", false, "print the device's counters, one \"name value\" line each, as rdma statistic\n"+

@@ -213,7 +213,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-d", "127.0.0.1", "-m", "1500"}, "256, 512, 1024, 2048 or 4096"},
 		{[]string{"-d", "127.0.0.1", "-p", "0", "127.0.0.2"}, "the client must be told"},
 		{[]string{"-d", "127.0.0.1", "a", "b"}, "too many arguments"},
-		{[]string{"-d", "127.0.0.1", "-backend", "dpdk"}, "use udp or afpacket"},
+		{[]string{"-d", "127.0.0.1", "-backend", "dpdk"}, "use udp, afpacket, shm or auto"},
 		{[]string{"-backend", "afpacket"}, "needs the interface: -i IFACE"},
 		{[]string{"-backend", "afpacket", "-d", "127.0.0.1", "-port", "5000"}, "UDP port 4791 only"},
 		{[]string{"-i", "nosuch0"}, "-i nosuch0"},

@@ -104,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
 	fs.IntVar(&o.parallel, "P", 1, "dial `N` connections at once from one device (so in one link group); more than 1 needs -pattern")
-	fs.StringVar(&o.backend, "backend", backendflag.UDP, "the goroce device's packet `backend`: udp (a UDP socket on port 4791) or afpacket (whole Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)")
+	fs.StringVar(&o.backend, "backend", backendflag.UDP, "the goroce device's "+backendflag.FlagHelp)
 	fs.StringVar(&o.iface, "i", "", "the network `interface` of -backend afpacket (default: the one that has the device's address)")
 	fs.Int64Var(&o.pattern, "pattern", 0, "instead of stdin, send each connection `bytes` of a generated stream (its own per connection), check that the peer echoes it back exactly, and print a line per connection on stdout")
 	return fs
@@ -167,8 +167,8 @@ func parseArgs(args []string) (options, error) {
 		return o, usagef("-P %d needs -pattern: stdin cannot feed %d connections", o.parallel, o.parallel)
 	case o.linger < 0 || o.timeout < 0:
 		return o, usagef("durations must not be negative")
-	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket:
-		return o, usagef("-backend %q: want udp or afpacket", o.backend)
+	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket && o.backend != backendflag.Shm && o.backend != backendflag.Auto:
+		return o, usagef("-backend %q: want udp, afpacket, shm or auto", o.backend)
 	case o.iface != "" && o.backend != backendflag.AFPacket:
 		return o, usagef("-i goes with -backend afpacket")
 	}

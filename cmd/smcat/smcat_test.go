@@ -490,7 +490,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-P", "2", "127.0.0.1", "80"}, "-P 2 needs -pattern"},
 		{[]string{"-P", "0", "-pattern", "10", "127.0.0.1", "80"}, "want 1 to 255 connections"},
 		{[]string{"-pattern", "-5", "127.0.0.1", "80"}, "want a byte count"},
-		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp or afpacket"},
+		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp, afpacket, shm or auto"},
 		{[]string{"-i", "eth0", "127.0.0.1", "80"}, "-i goes with -backend afpacket"},
 		{[]string{"-l", "-pattern", "5", "127.0.0.1", "80"}, "-P and -pattern go with dialing"},
 	}

@@ -35,7 +35,7 @@ type options struct {
 	udpPort uint16        // --udp-port: the device's and the peer's RoCEv2 UDP port
 	stats   bool          // --stats: print the device counters at exit
 	timeout time.Duration // --timeout: bound on every wait (0: wait forever, like the original)
-	backend string        // --backend: udp or afpacket
+	backend string        // --backend: udp, afpacket, shm or auto
 	iface   string        // --iface, or -i with a name: the network interface
 }
 
@@ -79,7 +79,7 @@ var (
 		{0, "udp-port", true, true, "-udp-port=<port>       UDP port of this device and of the peer's (default 4791)"},
 		{0, "stats", false, true, "-stats                 print the device's counters at exit"},
 		{0, "timeout", true, true, "-timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n                         (default 0: wait forever, like the original)"},
-		{0, "backend", true, true, "-backend=udp|afpacket  packet backend: udp (default, a UDP socket) or afpacket (whole\n                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)"},
+		{0, "backend", true, true, "-backend=udp|afpacket|shm|auto  packet backend: udp (default, a UDP socket), afpacket (whole\n                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW), shm (shared memory to\n                         goroce processes of this host) or auto (shared memory where the peer offers it, else UDP)"},
 		{0, "iface", true, true, "-i <iface>, -iface=<iface>  the network interface (a name; a number is the IB port);\n                         the address defaults to its first one"},
 	}
 )
@@ -184,8 +184,8 @@ func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) erro
 	case "stats":
 		o.stats = true
 	case "backend":
-		if val != "udp" && val != "afpacket" {
-			fmt.Fprintf(stderr, "%s: invalid value '%s' for --backend (use udp or afpacket)\n", prog, val)
+		if val != "udp" && val != "afpacket" && val != "shm" && val != "auto" {
+			fmt.Fprintf(stderr, "%s: invalid value '%s' for --backend (use udp, afpacket, shm or auto)\n", prog, val)
 			err = errUsage
 		}
 		o.backend = val

@@ -68,7 +68,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"ib port 0", []string{"-i", "0"}, "for --ib-port"},
 		{"not a number", []string{"-n", "many"}, "invalid value 'many'"},
 		{"two servers", []string{"a", "b"}, ""},
-		{"unknown backend", []string{"-backend", "dpdk"}, "use udp or afpacket"},
+		{"unknown backend", []string{"-backend", "dpdk"}, "use udp, afpacket, shm or auto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
