@@ -3,6 +3,7 @@ package smcr
 import (
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,7 +181,8 @@ func (c *Conn) Info() ConnInfo {
 		l := s.g.lnk
 		i.LinkGroup = s.g.id
 		i.Links = []LinkInfo{{ID: l.id, LocalGID: s.g.st.gid.Addr(), PeerGID: l.peerGID.Addr().Unmap(),
-			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes()}}
+			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes(),
+			Path: s.g.st.pathTo(netip.AddrPortFrom(l.peerGID.Addr().Unmap(), s.g.peerPort))}}
 	}
 	return i
 }

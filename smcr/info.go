@@ -70,6 +70,10 @@ type LinkInfo struct {
 	LocalQPN uint32
 	PeerQPN  uint32
 	MTU      int
+	// Path is how the device reaches the peer's: "udp" (datagrams on a
+	// socket), "shm" (the shared-memory link), or the backend's own word
+	// where it says (rocev2/backend/shm's LinkTo); "" when it does not.
+	Path string
 }
 
 // Info returns what is known of c, a connection from this package

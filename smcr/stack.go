@@ -23,6 +23,7 @@ import (
 type stack struct {
 	key    netip.AddrPort
 	dev    *device.Device
+	be     backend.Backend // as opened, before Config.WrapBackend
 	pd     *device.PD
 	cqs    cq.Allocator
 	design CQDesign
@@ -90,7 +91,7 @@ func openStack(key netip.AddrPort, cfg *Config) (*stack, error) {
 		be.Close()
 		return nil, err
 	}
-	s := &stack{key: key, dev: dev, pd: dev.AllocPD(), design: cfg.CQ, firstContacts: map[lgrKey]chan struct{}{}}
+	s := &stack{key: key, dev: dev, be: be, pd: dev.AllocPD(), design: cfg.CQ, firstContacts: map[lgrKey]chan struct{}{}}
 	s.cqs = cfg.CQ.NewAllocator(dev, s.onOrphan)
 	s.gid, _ = dev.GID(1)
 	s.mac = dev.MAC()
@@ -105,6 +106,25 @@ func openStack(key netip.AddrPort, cfg *Config) (*stack, error) {
 	}
 	copy(s.peerID[2:], s.mac[:])
 	return s, nil
+}
+
+// pathTo says how the stack's device reaches the device at dst: the
+// backend's own word where it has one (the shared-memory link's LinkTo),
+// else "udp" for a UDP socket.
+func (s *stack) pathTo(dst netip.AddrPort) string {
+	if l, ok := s.be.(interface{ LinkTo(netip.AddrPort) string }); ok {
+		p := l.LinkTo(dst)
+		if f, ok := s.be.(interface{ Fallback() backend.Backend }); ok && p == "fallback" {
+			if _, ok := f.Fallback().(*udp.Backend); ok {
+				return "udp"
+			}
+		}
+		return p
+	}
+	if _, ok := s.be.(*udp.Backend); ok {
+		return "udp"
+	}
+	return ""
 }
 
 // openUDP is the default backend: a UDP socket on the device's address.

@@ -42,8 +42,15 @@ func describeInfo(i smcr.ConnInfo, what string) []string {
 	}
 	ls = append(ls, grp)
 	for _, l := range i.Links {
-		ls = append(ls, fmt.Sprintf("  link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d",
-			l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU))
+		line := fmt.Sprintf("  link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d",
+			l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU)
+		if l.Path != "" {
+			line += ", over " + pathWords[l.Path]
+			if pathWords[l.Path] == "" {
+				line += l.Path
+			}
+		}
+		ls = append(ls, line)
 	}
 	ls = append(ls, fmt.Sprintf("  RMB %s (peer's %s), send buffer %s, token %#x (peer's %#x)",
 		sizeText(i.LocalRMBSize), sizeText(i.PeerRMBSize), sizeText(i.SendBufSize), i.Token, i.PeerToken))
@@ -90,4 +97,11 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d KiB", n/1024)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// pathWords say how a link's device reaches its peer's (smcr.LinkInfo.Path).
+var pathWords = map[string]string{
+	"udp":        "UDP",
+	"shm":        "shared memory",
+	"connecting": "shared memory (pairing)",
 }
