@@ -124,6 +124,14 @@ awk '/^ #bytes/ { hdr = $0; getline; rows[++n] = $0 }
      END { print hdr; print rows[1] "  <- goroce"; print rows[2] "  <- raw UDP" }' "$out/perf-client.log"
 tail -n 1 "$out/perf-client.log"
 
+echo
+echo "== the same two processes over the shared-memory link (-backend shm): RDMA WRITE and 64 B SEND latency"
+echo "   (no socket between them: tcpdump on lo sees none of it; -backend udp is the default, -backend auto picks shm for goroce peers)"
+run_pair shm-write "-backend shm" "-backend shm -t write -D 1"
+tail -n 1 "$out/shm-write-client.log" | sed 's/^/   /'
+run_pair shm-lat "-backend shm" "-backend shm -lat -D 1"
+tail -n 1 "$out/shm-lat-client.log" | sed 's/^/   /'
+
 # The SMC-R part: its own run directory, so that smcss lists this demo's
 # processes only.
 smc_run=$out/run
@@ -139,6 +147,7 @@ rm -rf "$smc_run"
 head -c $((4 << 20)) /dev/urandom >"$data"
 size=$(wc -c <"$data")
 deadline=$((SECONDS + limit))
+: >"$slog"
 GOROCE_RUN_DIR=$smc_run "$smcat" "${smc_flags[@]}" --linger 5s -l --echo 127.0.0.1 0 2>"$slog" &
 spid=$!
 pids+=("$spid")
@@ -197,6 +206,36 @@ fi
 echo "== echo: $size bytes sent and back, checksums equal ($sent)"
 grep -h -E 'ended|link groups' "$clog" | sed 's/^smcat: /   client: /'
 grep -h -E 'ended|link groups' "$slog" | sed 's/^smcat: /   server: /'
+
+echo
+echo "== SMC-R over the shared-memory link: smcat -backend shm, 1 MiB echoed"
+head -c $((1 << 20)) /dev/urandom >"$out/smc-shm-data.bin"
+shm_flags=(-backend shm "${smc_flags[@]}")
+: >"$out/smc-shm-server.log"
+GOROCE_RUN_DIR=$smc_run "$smcat" "${shm_flags[@]}" --linger 1s -l --echo 127.0.0.1 0 2>"$out/smc-shm-server.log" &
+spid=$!
+pids+=("$spid")
+deadline=$((SECONDS + limit))
+until grep -q 'listening on' "$out/smc-shm-server.log"; do
+	kill -0 "$spid" 2>/dev/null || { echo "demo: the smcat server (shm) failed to start:" >&2; sed 's/^/  /' "$out/smc-shm-server.log" >&2; exit 1; }
+	((SECONDS < deadline)) || { echo "demo: the smcat server (shm) did not start within ${limit}s" >&2; exit 1; }
+	sleep 0.1
+done
+port=$(sed -n 's/.*listening on [0-9.]*:\([0-9][0-9]*\).*/\1/p' "$out/smc-shm-server.log")
+GOROCE_RUN_DIR=$smc_run "$smcat" "${shm_flags[@]}" --linger 1s -s 127.0.0.2 127.0.0.1 "$port" \
+	<"$out/smc-shm-data.bin" >"$out/smc-shm-echo.bin" 2>"$out/smc-shm-client.log" &
+cpid=$!
+pids+=("$cpid")
+src=0 crc=0
+await "$cpid" "smcat (shm)" "$out/smc-shm-server.log" "$out/smc-shm-client.log" || crc=$?
+await "$spid" "smcat (shm)" "$out/smc-shm-server.log" "$out/smc-shm-client.log" || src=$?
+if ((src != 0 || crc != 0)) || [[ $(sum "$out/smc-shm-data.bin") != $(sum "$out/smc-shm-echo.bin") ]]; then
+	echo "demo: smcat over shm failed (server exit $src, client exit $crc, or the echo differs):" >&2
+	sed 's/^/  /' "$out/smc-shm-server.log" "$out/smc-shm-client.log" >&2
+	exit 1
+fi
+grep -h -E 'SMC-R|link 1:' "$out/smc-shm-client.log" | sed 's/^smcat: /   /'
+echo "   1 MiB sent and back, checksums equal"
 
 cap=$out/smc-client.pcapng
 echo
