@@ -80,6 +80,12 @@ func smcCases() []testCase {
 	two(smcSpec{sizes: []int{1}, addLink: true}, 0)
 	two(smcSpec{sizes: []int{1 << 10}, testlink: 2, idle: 7 * time.Second}, 0)
 	two(smcSpec{sizes: []int{16 << 20}}, 5)
+	// SMC-R on goroce's AF_PACKET backend (smcr.Config.Backend): whole
+	// frames on the bridge, as rxe's own, instead of a UDP socket.
+	for _, srv := range []side{goroceServer, guestServer} {
+		cs = append(cs, testCase{guest: smcGuest, server: srv, mtu: 1024, backend: afpacket,
+			smc: &smcSpec{conns: 1, sizes: []int{1, 64 << 10, 1 << 20}, clientEnd: endShut, serverEnd: endShut}})
+	}
 	return cs
 }
 
@@ -125,7 +131,7 @@ func (c *testCase) smcName() string {
 	if c.loss > 0 {
 		n += fmt.Sprintf(" loss=%g%%", c.loss)
 	}
-	return n
+	return n + c.variant()
 }
 
 // smcDirection says who serves and who connects.

@@ -42,7 +42,7 @@ const (
 // stdin and checks what comes back on its stdout).
 func smcatCommand(c *testCase, e endpoints, port int) []string {
 	s := c.smc
-	a := []string{smcatProg, "-v", "-ueid", InteropUEID}
+	a := append([]string{smcatProg, "-v", "-ueid", InteropUEID}, c.backendArgs(e)...)
 	if s.lgrEnd {
 		a = append(a, "--linger", smcLinger.String())
 	}
