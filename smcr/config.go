@@ -139,6 +139,15 @@ type Config struct {
 	// Hostname is sent in the v2 first-contact extension (0: os.Hostname).
 	Hostname string
 
+	// BusyPoll is how long a Read that finds nothing to read polls the
+	// device from its own goroutine before it sleeps (Linux's busy_read,
+	// SO_BUSY_POLL; 0: never, as Linux by default). The data then needs
+	// no hand-off from the device's receive goroutine: lower latency for
+	// a processor spent looking. Only a backend that receives without a
+	// system call is polled (the shared-memory link); one Read per device
+	// polls at a time.
+	BusyPoll time.Duration
+
 	// Backend, if set, opens the backend of the goroce device when a
 	// listener or dialer of this Config opens it, on the device's address
 	// and port (the AF_PACKET backend, the shared-memory link; nil: a UDP

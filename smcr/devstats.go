@@ -16,6 +16,9 @@ type DeviceStats struct {
 	CQ cq.PoolStats
 	// Design names the device's completion design (CQDesign.String).
 	Design string
+	// BusyPolled is the datagrams that busy-polling Reads took from the
+	// device themselves (Config.BusyPoll): the device's busy_polled_pkts.
+	BusyPolled uint64
 	// LinkGroups is how many link groups (each one RC link) the device
 	// holds, lingering ones included.
 	LinkGroups int
@@ -38,5 +41,8 @@ func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
 	s.mu.Lock()
 	n := len(s.lgrs)
 	s.mu.Unlock()
-	return DeviceStats{CQ: s.cqs.Stats(), Design: s.design.String(), LinkGroups: n}, true
+	return DeviceStats{
+		CQ: s.cqs.Stats(), Design: s.design.String(), LinkGroups: n,
+		BusyPolled: s.dev.Counters.BusyPolledPkts.Load(),
+	}, true
 }

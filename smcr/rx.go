@@ -40,12 +40,22 @@ func (s *smcConn) read(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		if s.busyPoll > 0 && s.g.st.dev.BusyPoll(s.busyPoll, s.readyFn) {
+			continue
+		}
 		select {
 		case <-s.readable:
 		case <-s.rdl.wait():
 			return 0, os.ErrDeadlineExceeded
 		}
 	}
+}
+
+// readyToRead reports whether a Read would return without waiting.
+func (s *smcConn) readyToRead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.produced != s.consumed || s.readErrLocked() != nil
 }
 
 // copyOutLocked copies up to avail bytes from the RMB at the consumer

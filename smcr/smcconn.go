@@ -50,6 +50,8 @@ type smcConn struct {
 	readable   chan struct{}
 	writable   chan struct{}
 	rdl, wdl   *deadline
+	busyPoll   time.Duration // Config.BusyPoll
+	readyFn    func() bool   // readyToRead, bound once for BusyPoll
 
 	mu        sync.Mutex
 	sent      uint64
@@ -106,7 +108,9 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 		g: g, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1),
 		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}),
 		rmb: make([]byte, cfg.RecvBufSize), snd: make([]byte, cfg.SendBufSize),
+		busyPoll: cfg.BusyPoll,
 	}
+	s.readyFn = s.readyToRead
 	var err error
 	if s.rmbMR, err = g.pd.RegisterMR(s.rmb, device.AccessLocalWrite|device.AccessRemoteWrite); err != nil {
 		return nil, fmt.Errorf("smcr: register the RMB: %w", err)

@@ -64,6 +64,7 @@ func run(args []string) error {
 	devPort := fs.Uint("devport", 14791, "UDP port of the smc-pool devices (smc-original, smc-original-shm and smc-pool-shm use the next three)")
 	fs.StringVar(&set.Signalling, "signalling", "configured", "how SMC capability is signalled: configured (unprivileged: both sides are told the peer speaks SMC), option (the SMC TCP option; needs CAP_BPF and CAP_NET_ADMIN), auto")
 	fs.DurationVar(&set.Linger, "linger", 0, "link group linger (0: smcr's default; -scale uses 1s)")
+	fs.DurationVar(&set.BusyPoll, "busy-poll", 0, "how long an SMC-R Read that finds nothing polls a shared-memory link from its own goroutine before it sleeps (smcr.Config.BusyPoll, Linux's busy_read; 0: never)")
 	fs.DurationVar(&set.ShmSpin, "shm-spin", 0, "how long a shared-memory link's receiver looks again before it sleeps, while packets come that close together (shm.Config.Spin; 0: never)")
 	server := fs.Bool("server", false, "internal: run as the server process")
 	serverProf := fs.String("profile-dir", "", "internal: the server's profile directory")

@@ -53,13 +53,14 @@ type smcSettings struct {
 	Signalling string        // auto, option or configured
 	Linger     time.Duration // link group linger (0: smcr's default)
 	ShmSpin    time.Duration // the shared-memory link's shm.Config.Spin
+	BusyPoll   time.Duration // smcr.Config.BusyPoll
 }
 
 // config returns the smcr.Config of an SMC-R mode.
 func (s smcSettings) config(mode string) (*smcr.Config, error) {
 	cfg := &smcr.Config{
 		MaxConnsPerLinkGroup: maxConnsPerLinkGroup, PeerSpeaksSMC: true,
-		DevicePort: s.DevPort, LinkGroupLinger: s.Linger,
+		DevicePort: s.DevPort, LinkGroupLinger: s.Linger, BusyPoll: s.BusyPoll,
 	}
 	switch s.Signalling {
 	case "configured", "":

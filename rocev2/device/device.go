@@ -11,6 +11,7 @@
 //	─────────            ────                                   ─────────────────────
 //	receive (one)        receive batches, their end hooks       rxMu → QP → outbox
 //	a Poller's caller    receive (Poller.Poll, TryLock only)    rxMu → QP → outbox
+//	a busy poller        receive batches (BusyPoll, TryLock)    rxMu → QP → outbox
 //	a poster             PostSend and friends                   QP → outbox
 //	timers (one)         retransmit/RNR timers, the backstop    QP → outbox; outbox
 //	a pool's pollers     completion runs (BeginRun/EndRun)      QP → outbox
@@ -101,6 +102,8 @@ type Device struct {
 	rxBatch []backend.Incoming
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
+
+	busyPolling atomic.Bool // a goroutine is in BusyPoll
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish

@@ -66,3 +66,49 @@ func TestCrossedDialsPairOnce(t *testing.T) {
 		b.Close()
 	}
 }
+
+// While a receiver busy-polls, its peer rings no doorbell (no system
+// call); when it stops, it says whether something came meanwhile, and the
+// peer rings again for what comes after.
+func TestBusyPollSilencesDoorbells(t *testing.T) {
+	dir := runDir(t)
+	a := openIn(t, dir, "127.0.0.1:4791", Config{})
+	b := openIn(t, dir, "127.0.0.2:4791", Config{})
+	var _ backend.BusyPoller = b
+	send := func(n int) {
+		t.Helper()
+		pkts := make([]backend.Outgoing, n)
+		for i := range pkts {
+			pkts[i] = backend.Outgoing{Buf: packet(64, byte(i)), Dst: b.LocalAddr()}
+		}
+		require.NoError(t, a.Send(pkts))
+	}
+	take := func() int {
+		t.Helper()
+		n, err := b.TryReceive(make([]backend.Incoming, 16))
+		require.NoError(t, err)
+		return n
+	}
+	send(1)
+	receiveN(t, b, 1) // paired
+	require.False(t, b.EndBusyPoll(), "nothing waits: the receiver sleeps")
+	steps := []struct {
+		name      string
+		do        func()
+		doorbells uint64 // rung by a during the step
+	}{
+		{"asleep: a packet rings", func() { send(1); require.Equal(t, 1, take()) }, 1},
+		{"busy-polled: packets ring nothing", func() { b.BeginBusyPoll(); send(3) }, 0},
+		{"stopping reports what came", func() {
+			require.True(t, b.EndBusyPoll())
+			require.Equal(t, 3, take())
+			require.False(t, b.EndBusyPoll())
+		}, 0},
+		{"asleep again: a packet rings", func() { send(1); require.Equal(t, 1, take()) }, 1},
+	}
+	for _, s := range steps {
+		before := a.Stats().Doorbells
+		s.do()
+		require.Equal(t, s.doorbells, a.Stats().Doorbells-before, s.name)
+	}
+}

@@ -137,6 +137,12 @@ type doorbell struct {
 
 // ring writes the doorbell. EAGAIN (the counter full) means it rang
 // already.
+// ring rings pr's peer's doorbell, counted.
+func (b *Backend) ring(pr *pairing) {
+	b.stats.doorbells.Add(1)
+	pr.bell.ring()
+}
+
 func (d *doorbell) ring() {
 	d.mu.RLock()
 	if d.fd >= 0 {

@@ -149,7 +149,7 @@ func (b *Backend) install(pr *pairing) error {
 		old.kill() // a peer process that restarted: its old pairing is dead
 	}
 	if wake {
-		pr.bell.ring()
+		b.ring(pr)
 	}
 	return nil
 }

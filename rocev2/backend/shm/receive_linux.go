@@ -170,7 +170,7 @@ func (b *Backend) take(pr *pairing, pkts []backend.Incoming, n, limit int) int {
 		b.stats.badICRC.Add(uint64(bad))
 	}
 	if !pr.broken && pr.in.release() {
-		pr.bell.ring() // its producer waits for the room we made
+		b.ring(pr) // its producer waits for the room we made
 	}
 	return n
 }
@@ -183,7 +183,7 @@ func (b *Backend) flushFor(pr *pairing) {
 	wake := p.pair == pr && p.q.n > 0 && b.flush(p, pr)
 	p.txMu.Unlock()
 	if wake {
-		pr.bell.ring()
+		b.ring(pr)
 	}
 }
 
@@ -231,6 +231,19 @@ func (b *Backend) spin() bool {
 	}
 	return false
 }
+
+// BeginBusyPoll is backend.BusyPoller's: the rings' consumers are awake,
+// their producers ring no doorbell.
+func (b *Backend) BeginBusyPoll() {
+	b.rxMu.Lock()
+	b.wakeLocked()
+	b.rxMu.Unlock()
+}
+
+// EndBusyPoll is backend.BusyPoller's: the consumers sleep again, with the
+// same handshake as before the receive goroutine sleeps; if something
+// arrived, they stay awake and it reports so, for the caller to take it.
+func (b *Backend) EndBusyPoll() bool { return !b.prepareSleep() }
 
 // prepareSleep reports whether nothing waits, having flagged the rings'
 // consumers as sleeping if so.

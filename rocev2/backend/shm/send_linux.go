@@ -220,7 +220,7 @@ func (b *Backend) sendTo(p *peer, pkts []backend.Outgoing) int {
 	}
 	p.txMu.Unlock()
 	if wake {
-		pr.bell.ring()
+		b.ring(pr)
 	}
 	return len(pkts)
 }

@@ -10,6 +10,10 @@ type Stats struct {
 	// ReceivedBytes came out of them.
 	SentPackets, SentBytes         uint64
 	ReceivedPackets, ReceivedBytes uint64
+	// Doorbells is the wake-ups sent to peers: a system call each, made
+	// only when the peer had said it would sleep (its receiver, or its
+	// sender waiting for room in a ring).
+	Doorbells uint64
 	// Fallback is the packets handed to the fallback backend.
 	Fallback uint64
 	// Overflow is the packets that waited in a peer's private queue because
@@ -36,6 +40,7 @@ type stats struct {
 	pairings, paired                  atomic.Uint64
 	sentPackets, sentBytes            atomic.Uint64
 	receivedPackets, receivedBytes    atomic.Uint64
+	doorbells                         atomic.Uint64
 	fallback, overflow, dropped       atomic.Uint64
 	corrupt, badICRC, refused, failed atomic.Uint64
 }
@@ -45,7 +50,8 @@ func (s *stats) snapshot() Stats {
 		Pairings: s.pairings.Load(), Paired: s.paired.Load(),
 		SentPackets: s.sentPackets.Load(), SentBytes: s.sentBytes.Load(),
 		ReceivedPackets: s.receivedPackets.Load(), ReceivedBytes: s.receivedBytes.Load(),
-		Fallback: s.fallback.Load(), Overflow: s.overflow.Load(), Dropped: s.dropped.Load(),
+		Doorbells: s.doorbells.Load(),
+		Fallback:  s.fallback.Load(), Overflow: s.overflow.Load(), Dropped: s.dropped.Load(),
 		CorruptRings: s.corrupt.Load(), BadICRC: s.badICRC.Load(),
 		RefusedPeers: s.refused.Load(), FailedRendezvous: s.failed.Load(),
 	}
