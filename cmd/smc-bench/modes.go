@@ -22,16 +22,21 @@ const (
 	modeSMCCQP    = "smc-pool"         // SMC-R with the CQ pool (smcr.PooledCQ), over UDP
 	modeSMCOrgShm = "smc-original-shm" // the original design over the shared-memory link
 	modeSMCCQPShm = "smc-pool-shm"     // the CQ pool over the shared-memory link
+	// The CQ pool over the shared-memory link with busy-polled Reads
+	// (smcr.Config.BusyPoll): what a processor spent looking buys.
+	modeSMCCQPBusy = "smc-pool-shm-busy"
 )
 
-var allModes = []string{modeTCP, modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm}
+var allModes = []string{modeTCP, modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm, modeSMCCQPBusy}
 
 // smcModes are the SMC-R modes, each with its own pair of devices.
-var smcModes = []string{modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm}
+var smcModes = []string{modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm, modeSMCCQPBusy}
 
 // overShm reports whether an SMC-R mode's devices use the shared-memory
 // link.
-func overShm(mode string) bool { return mode == modeSMCOrgShm || mode == modeSMCCQPShm }
+func overShm(mode string) bool {
+	return mode == modeSMCOrgShm || mode == modeSMCCQPShm || mode == modeSMCCQPBusy
+}
 
 // original reports whether an SMC-R mode uses the original CQ design.
 func original(mode string) bool { return mode == modeSMCOrg || mode == modeSMCOrgShm }
@@ -49,18 +54,18 @@ const maxConnsPerLinkGroup = 32
 
 // smcSettings are what both processes must agree on for SMC-R.
 type smcSettings struct {
-	DevPort    uint16        // the smc-pool device's UDP port; smc-original, smc-original-shm and smc-pool-shm use the next three
+	DevPort    uint16        // the smc-pool device's UDP port; smc-original, smc-original-shm, smc-pool-shm and smc-pool-shm-busy use the next four
 	Signalling string        // auto, option or configured
 	Linger     time.Duration // link group linger (0: smcr's default)
 	ShmSpin    time.Duration // the shared-memory link's shm.Config.Spin
-	BusyPoll   time.Duration // smcr.Config.BusyPoll
+	BusyPoll   time.Duration // smcr.Config.BusyPoll of smc-pool-shm-busy
 }
 
 // config returns the smcr.Config of an SMC-R mode.
 func (s smcSettings) config(mode string) (*smcr.Config, error) {
 	cfg := &smcr.Config{
 		MaxConnsPerLinkGroup: maxConnsPerLinkGroup, PeerSpeaksSMC: true,
-		DevicePort: s.DevPort, LinkGroupLinger: s.Linger, BusyPoll: s.BusyPoll,
+		DevicePort: s.DevPort, LinkGroupLinger: s.Linger,
 	}
 	switch s.Signalling {
 	case "configured", "":
@@ -84,6 +89,9 @@ func (s smcSettings) config(mode string) (*smcr.Config, error) {
 			return shm.Open(shm.Config{Addr: ap, Spin: s.ShmSpin})
 		}
 	}
+	if mode == modeSMCCQPBusy {
+		cfg.BusyPoll = s.BusyPoll
+	}
 	cfg.DevicePort = s.devPort(mode)
 	return cfg, nil
 }
@@ -97,6 +105,8 @@ func (s smcSettings) devPort(mode string) uint16 {
 		return s.DevPort + 2
 	case modeSMCCQPShm:
 		return s.DevPort + 3
+	case modeSMCCQPBusy:
+		return s.DevPort + 4
 	}
 	return s.DevPort
 }

@@ -93,3 +93,44 @@ func TestBusyPoll(t *testing.T) {
 		})
 	}
 }
+
+// A look in vain makes the next calls return at once, more of them after
+// each one in a row; a look that pays ends the back-off.
+func TestBusyPollBacksOff(t *testing.T) {
+	po := newPollOnly()
+	bo := &busyOnly{pollOnly: po, t: t}
+	d, err := New(Config{HoldLimit: time.Hour, Backend: bo})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := cq.New(64, cq.Config{})
+	require.NoError(t, err)
+	q := &owingQP{dev: d, cq: c}
+	qpn, err := d.AddQP(q)
+	require.NoError(t, err)
+	var batches atomic.Int32
+	defer d.OnReceiveBatch(func() {}, func() { batches.Add(1) })()
+	// Each call: whether a packet waits, and whether the call looks.
+	calls := []struct {
+		packet, looks bool
+	}{
+		{false, true},                                  // in vain: skip 1
+		{true, false},                                  // skipped (the packet stays)
+		{false, true},                                  // takes it: pays, no back-off
+		{false, true},                                  // in vain: skip 1
+		{false, false},                                 //
+		{false, true},                                  // in vain again: skip 3
+		{false, false}, {false, false}, {false, false}, //
+		{true, true}, // pays
+		{true, true},
+	}
+	for i, call := range calls {
+		if call.packet {
+			po.queue(t, qpn, "x")
+		}
+		before := bo.begins.Load()
+		n := batches.Load()
+		d.BusyPoll(time.Millisecond, func() bool { return batches.Load() > n })
+		require.Equal(t, call.looks, bo.begins.Load() > before, "call %d looks", i)
+	}
+	require.EqualValues(t, 3, d.Counters.BusyPollMisses.Load())
+}

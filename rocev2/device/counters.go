@@ -55,6 +55,9 @@ type Counters struct {
 	// rather than by the receive goroutine (Linux counts the like as
 	// BusyPollRxPackets). goroce's own, as rcvd_ghost_resp.
 	BusyPolledPkts atomic.Uint64
+	// busy_poll_misses: BusyPoll looks that ran out of budget (each makes
+	// the next calls sleep at once for a while).
+	BusyPollMisses atomic.Uint64
 	QKeyViol       atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
 	RcvdDropNoWQE  atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
 	RcvdDropLen    atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
@@ -100,6 +103,7 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
 		{"rcvd_ghost_resp", c.RcvdGhostResp.Load()},
 		{"busy_polled_pkts", c.BusyPolledPkts.Load()},
+		{"busy_poll_misses", c.BusyPollMisses.Load()},
 		{"qkey_viol", c.QKeyViol.Load()},
 		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
 		{"rcvd_drop_len", c.RcvdDropLen.Load()},

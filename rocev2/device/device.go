@@ -103,7 +103,8 @@ type Device struct {
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
 
-	busyPolling atomic.Bool // a goroutine is in BusyPoll
+	busyPolling atomic.Bool // a goroutine is in BusyPoll, and owns busy
+	busy        busyState
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish

@@ -313,12 +313,22 @@ func (d *Device) checkICRC(dg *backend.Incoming) (id uint16, ok bool) {
 // the device (one at a time: a second spinner would only take a processor
 // from the first), it returns ready() at once. Between looks it yields
 // the processor. ready must not need the receive path's locks.
+//
+// A look that runs out of budget costs a processor for nothing, and on a
+// machine without one to spare it delays the peer the data waits for: so
+// after one, the next calls return at once, more of them after each look
+// in vain in a row (1, 3, 7, … up to busyMaxSkip), until a look pays again.
 func (d *Device) BusyPoll(budget time.Duration, ready func() bool) bool {
 	bp, ok := d.backend.(backend.BusyPoller)
 	if !ok || budget <= 0 || !d.busyPolling.CompareAndSwap(false, true) {
 		return ready()
 	}
 	defer d.busyPolling.Store(false)
+	b := &d.busy // ours while busyPolling is
+	if b.skip > 0 {
+		b.skip--
+		return ready()
+	}
 	deadline := time.Now().Add(budget)
 	begun, got := false, false
 	for !got && time.Now().Before(deadline) {
@@ -334,6 +344,13 @@ func (d *Device) BusyPoll(budget time.Duration, ready func() bool) bool {
 			runtime.Gosched()
 		}
 	}
+	if got {
+		b.misses = 0
+	} else {
+		b.misses = min(b.misses+1, busyMaxMisses)
+		b.skip = 1<<b.misses - 1
+		d.Counters.BusyPollMisses.Add(1)
+	}
 	if begun {
 		d.rxMu.Lock()
 		for bp.EndBusyPoll() && d.busyBatchLocked(bp) {
@@ -341,6 +358,16 @@ func (d *Device) BusyPoll(budget time.Duration, ready func() bool) bool {
 		d.rxMu.Unlock()
 	}
 	return got || ready()
+}
+
+// busyMaxMisses bounds BusyPoll's back-off: after that many looks in vain
+// in a row, 63 calls in 64 sleep at once.
+const busyMaxMisses = 6
+
+// busyState is BusyPoll's back-off, owned by the goroutine in BusyPoll.
+type busyState struct {
+	misses int // looks in vain in a row
+	skip   int // calls still to return at once
 }
 
 // busyBatchLocked handles one receive batch of what waits, end hooks
