@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,38 +73,7 @@ func PublishPath(dir string, pid int) string {
 // sorted by PID. A missing dir has none; one that another user owns or
 // may write to is refused (rundir.Check).
 func PublishedPaths(dir string) ([]string, error) {
-	if err := rundir.Check(dir); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	type entry struct {
-		pid  int
-		path string
-	}
-	var es []entry
-	for _, e := range ents {
-		num, ok := strings.CutPrefix(e.Name(), "smc-")
-		if num, ok = strings.CutSuffix(num, ".sock"); !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(num)
-		if err != nil || pid <= 0 || e.Type()&fs.ModeSocket == 0 {
-			continue
-		}
-		es = append(es, entry{pid, filepath.Join(dir, e.Name())})
-	}
-	sort.Slice(es, func(i, j int) bool { return es[i].pid < es[j].pid })
-	paths := make([]string, len(es))
-	for i, e := range es {
-		paths[i] = e.path
-	}
-	return paths, nil
+	return PublishedPathsOf(rundir.Dir{Path: dir, UID: os.Geteuid()})
 }
 
 // Publisher answers on a process's publishing socket.
@@ -194,19 +160,7 @@ func writeSnapshot(w io.Writer) error {
 // run directory and the socket are the user's (rundir.Dial). A stale
 // socket is removed; its error wraps syscall.ECONNREFUSED.
 func ReadPublished(ctx context.Context, path string) (*Published, error) {
-	c, err := rundir.Dial(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("read SMC sockets: %w", err)
-	}
-	defer c.Close()
-	if t, ok := ctx.Deadline(); ok {
-		_ = c.SetReadDeadline(t)
-	}
-	p, err := readSnapshot(c)
-	if err != nil {
-		return nil, fmt.Errorf("read SMC sockets from %s: %w", path, err)
-	}
-	return p, nil
+	return ReadPublishedAs(ctx, path, os.Geteuid())
 }
 
 // readSnapshot parses a snapshot, every length and count bounded.
