@@ -90,6 +90,8 @@ type Publisher struct {
 // there that is not the user's. A socket file left by a dead process with
 // the same PID is replaced. Close stops publishing and removes the socket.
 // One goroutine serves the socket, answering one connection at a time.
+// From then on the process's SMC-R devices publish their counters and
+// objects in dir too, each until it closes (publishDevices).
 func Publish(dir string) (*Publisher, error) {
 	if dir == "" {
 		dir = device.RunDir()
@@ -105,6 +107,7 @@ func Publish(dir string) (*Publisher, error) {
 	p := &Publisher{ln: ln}
 	p.done.Add(1)
 	go p.serve()
+	publishDevices(dir)
 	return p, nil
 }
 
