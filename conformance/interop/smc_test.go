@@ -378,7 +378,7 @@ func TestKnownFlakeRetryExc(t *testing.T) {
 	cc := newCaptureCheck()
 	cc.addText(sb.String())
 	c := testCase{tool: rcPingpong, server: guestServer, size: 65536, mtu: 1024, iters: 1000}
-	r := &result{cap: cc, goroceRC: 1, goroceOut: "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2\n"}
+	r := &result{cap: cc, goroceRC: 1, goroceOut: "Failed status transport retry counter exceeded (12) for wr_id 2\n"}
 	k := knownFlake(&c, r)
 	assert.Contains(t, k, "goroce's SEND psn 13009028 was sent 8 times with its first ACK 623 ms after it was first sent")
 	assert.Contains(t, k, "retry_cnt 7 ran out as IBTA counts it")
