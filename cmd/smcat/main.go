@@ -34,7 +34,9 @@
 // ($GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID):
 // smcss lists them.
 //
-// Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
+// Exit status: 0 on success, 1 if a connection failed (the peer's abort
+// among them, unless --peer-abort expects it; a server serves on after a
+// failed connection and exits 1 at its end), 2 for a bad command
 // line or when SMC cannot be set up (no privileges for the TCP option
 // without -peer-speaks-smc, a capture file that cannot be created).
 package main

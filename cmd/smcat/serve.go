@@ -44,9 +44,11 @@ func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, s
 		default:
 			r = stream(ctx, c, stdin, out, o)
 		}
-		// A peer that aborts its connection, or closes it while data is
-		// still coming its way, ends that connection, not the server.
-		if r.reset || r.peerGone {
+		// A peer that closes while data is still coming its way ends that
+		// connection, not the server; so does one that aborts, which
+		// fails the connection (exit 1 at the end) unless --peer-abort
+		// expects it (report).
+		if r.peerGone {
 			log.infof("%s: %v (%d bytes sent, %d received)", c.RemoteAddr(), r.err, r.sent, r.received)
 			return
 		}

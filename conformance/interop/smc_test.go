@@ -67,7 +67,7 @@ func TestSMCCommands(t *testing.T) {
 	c := testCase{guest: smcGuest, server: goroceServer, smc: &smcSpec{conns: 8, parallel: true, sizes: []int{1, 1 << 20}, clientEnd: endAbort, serverEnd: endShut}}
 	assert.Equal(t, "smcguest client 198.18.0.1 20000 -conns 8 -sizes 1,1m -end abort -timeout 38s -parallel",
 		strings.Join(c.guestSMCCommand(20000, guestEnds), " "))
-	assert.Equal(t, "smcat -v -ueid GOROCE-INTEROP-UEID -l -k --echo -n 8 198.18.0.1 20000",
+	assert.Equal(t, "smcat -v -ueid GOROCE-INTEROP-UEID -l -k --echo -n 8 --peer-abort 198.18.0.1 20000",
 		strings.Join(smcatCommand(&c, guestEnds, 20000), " "))
 	c.server = guestServer
 	assert.Equal(t, "smcguest server 20000 -n 8 -timeout 38s -peer-abort", strings.Join(c.guestSMCCommand(20000, guestEnds), " "))
