@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -98,5 +99,16 @@ func TestSetupError(t *testing.T) {
 		assert.Contains(t, msg, tt.want)
 		assert.Contains(t, msg, "Run smcat as root, or pass -peer-speaks-smc on both sides")
 		assert.Contains(t, b.String(), "detail: smcr: ...: tcpopt:")
+	}
+}
+
+// --linger 0 keeps Linux's linger (smcr's own default is short); any
+// other is taken as given.
+func TestConfigLinger(t *testing.T) {
+	for _, tc := range []struct {
+		linger, want time.Duration
+	}{{0, smcr.LinuxLinkGroupLinger}, {2 * time.Second, 2 * time.Second}} {
+		o := options{linger: tc.linger}
+		assert.Equal(t, tc.want, config(&o).LinkGroupLinger, tc.linger)
 	}
 }

@@ -124,6 +124,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func config(o *options) smcr.Config {
 	cfg := smcr.Config{Signalling: smcr.SignalOption, UEIDs: o.ueids, LinkGroupLinger: o.linger,
 		SendBufSize: o.bufSize, RecvBufSize: o.bufSize}
+	if o.linger == 0 {
+		cfg.LinkGroupLinger = smcr.LinuxLinkGroupLinger // --linger 0: Linux's, and no wait at exit
+	}
 	if o.speaksSMC {
 		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
 	}
