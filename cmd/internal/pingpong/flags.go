@@ -81,7 +81,7 @@ var (
 
 	// goroce's own options.
 	goroceOpts = []optSpec{
-		{0, "udp-port", true, true, "-udp-port=<port>       UDP port of this device and of the peer's (default 4791)"},
+		{0, "udp-port", true, true, "-udp-port=<port>       UDP port of this device and of the peer's (default 4791; no 0:\n                         the exchange carries no port, so both sides name the same)"},
 		{0, "stats", false, true, "-stats                 print the device's counters at exit"},
 		{0, "timeout", true, true, "-timeout=<duration>    give up after waiting this long for the peer, e.g. 30s\n                         (default 0: wait forever, like the original)"},
 		{0, "backend", true, true, "-backend=udp|afpacket  packet backend: udp (default, a UDP socket) or afpacket (whole\n                         Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)"},
@@ -190,7 +190,7 @@ func (o *options) set(prog string, s optSpec, val string, stderr io.Writer) erro
 		err = errHelp
 	case "udp-port":
 		var n int
-		n, err = num(0, 65535)
+		n, err = num(1, 65535) // 0 (a free port) could not be told to the peer
 		o.udpPort = uint16(n)
 	case "stats":
 		o.stats = true

@@ -73,6 +73,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"not a number", []string{"-n", "many"}, "invalid value 'many'"},
 		{"two servers", []string{"a", "b"}, ""},
 		{"unknown backend", []string{"-backend", "dpdk"}, "use udp or afpacket"},
+		// A free port (roce-perf -port 0) cannot be told to the peer.
+		{"UDP port 0", []string{"-udp-port", "0"}, "invalid value '0' for --udp-port (want a number from 1 to 65535)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
