@@ -228,6 +228,7 @@ func (h *handshake) finishConn(c *Conn) {
 	}
 	c.info.FirstContact = h.first
 	c.info.PeerHost = h.g.peerHost
+	stats.countConnected(h.role == roleServer, h.v2)
 	track(c)
 	c.watchTCP()
 }

@@ -227,6 +227,7 @@ func (l *link) send(s *txSlot, msg []byte, writes []qp.SendWR) error {
 		l.fail(fmt.Errorf("smcr: post to the link's QP: %w", err))
 		return l.downErr
 	}
+	stats.countLinkMsg(msg, true)
 	return nil
 }
 

@@ -26,16 +26,20 @@ import (
 // The protocol is one snapshot per connection, JSON lines after a magic
 // line, then the publisher closes the connection:
 //
-//	goroce-smc 1
-//	{"pid":4242,"uid":1000,"program":"smcat","sockets":2}
+//	goroce-smc 2
+//	{"pid":4242,"uid":1000,"program":"smcat","sockets":2,"linkgroups":1,"stats":true}
 //	{"state":"LISTEN","mode":"fallback","signalling":"configured","local":"127.0.0.1:5000",...}
 //	{"state":"ACTIVE","role":"server","mode":"smcr-v2",...}
+//	{"id":256,"role":"server","type":"SINGLE","version":2,"conns":1,"links":[...]}
+//	{"clnt_v1_succ":0,"srv_v2_succ":1,...,"tx_bytes":1000,...}
 //
+// (the sockets, then the link groups, then the statistics: see
+// publish_extra.go)
 // The publisher never reads what a client sends. A reader trusts nothing
 // it reads: lines, sockets, links per socket and the whole snapshot are
 // bounded (a hostile publisher costs a reader a few MiB at most).
 
-const publishMagic = "goroce-smc 1"
+const publishMagic = "goroce-smc 2"
 
 const (
 	// publishWriteTimeout bounds how long a slow reader can hold the
@@ -61,6 +65,9 @@ type Published struct {
 	Count   int      `json:"sockets"`
 	More    int      `json:"more,omitempty"`
 	Sockets []Socket `json:"-"`
+	// The link groups and statistics that follow the sockets
+	// (publish_extra.go).
+	extras
 }
 
 // PublishPath is the socket process pid publishes on in dir.
@@ -90,8 +97,8 @@ type Publisher struct {
 // there that is not the user's. A socket file left by a dead process with
 // the same PID is replaced. Close stops publishing and removes the socket.
 // One goroutine serves the socket, answering one connection at a time.
-// From then on the process's SMC-R devices publish their counters and
-// objects in dir too, each until it closes (publishDevices).
+// Until then the process's SMC-R devices publish their counters and
+// objects in dir too (publishDevices).
 func Publish(dir string) (*Publisher, error) {
 	if dir == "" {
 		dir = device.RunDir()
@@ -107,7 +114,7 @@ func Publish(dir string) (*Publisher, error) {
 	p := &Publisher{ln: ln}
 	p.done.Add(1)
 	go p.serve()
-	publishDevices(dir)
+	publishDevices(p, dir)
 	return p, nil
 }
 
@@ -119,6 +126,7 @@ func (p *Publisher) Path() string { return p.ln.Path() }
 func (p *Publisher) Close() error {
 	var err error
 	p.once.Do(func() {
+		unpublishDevices(p)
 		err = p.ln.Close() // removes the socket file too
 		p.done.Wait()
 	})
@@ -146,6 +154,7 @@ func writeSnapshot(w io.Writer) error {
 	socks, more := Sockets(MaxPublishedSockets)
 	bw := bufio.NewWriter(w)
 	h := Published{PID: os.Getpid(), UID: os.Getuid(), Program: filepath.Base(os.Args[0]), Count: len(socks), More: more}
+	h.extras = currentExtras()
 	fmt.Fprintln(bw, publishMagic)
 	enc := json.NewEncoder(bw) // one value per line
 	if err := enc.Encode(&h); err != nil {
@@ -155,6 +164,9 @@ func writeSnapshot(w io.Writer) error {
 		if err := enc.Encode(&socks[i]); err != nil {
 			return err
 		}
+	}
+	if err := h.extras.write(enc); err != nil {
+		return err
 	}
 	return bw.Flush()
 }
@@ -218,6 +230,9 @@ func readSnapshot(r io.Reader) (*Published, error) {
 			return nil, fmt.Errorf("%s: %d links (at most %d)", what, len(sk.Links), maxLinksPerSock)
 		}
 		p.Sockets = append(p.Sockets, sk)
+	}
+	if err := p.extras.read(next); err != nil {
+		return nil, err
 	}
 	if s.Scan() || lr.N == 0 {
 		return nil, fmt.Errorf("more than the %d sockets the header announced", p.Count)

@@ -131,13 +131,18 @@ func (d *Device) servePublished(p *publisher) {
 	}
 }
 
-// stopPublishing closes the socket, waits for its goroutine and removes
-// the socket file.
-func (d *Device) stopPublishing() {
+// Unpublish stops publishing (Publish may start again): the socket is
+// closed and removed once its goroutine is done.
+func (d *Device) Unpublish() { d.unpublish(false) }
+
+// stopPublishing is Unpublish for good, by Close.
+func (d *Device) stopPublishing() { d.unpublish(true) }
+
+func (d *Device) unpublish(forGood bool) {
 	d.pubMu.Lock()
 	p := d.pub
 	d.pub = nil
-	d.pubClosed = true // no Publish after Close: nothing would stop it
+	d.pubClosed = d.pubClosed || forGood // no Publish after Close: nothing would stop it
 	d.pubMu.Unlock()
 	if p == nil {
 		return

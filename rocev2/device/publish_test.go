@@ -264,3 +264,19 @@ func TestPublishResources(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, all, p.Resources)
 }
+
+// Unpublish stops publishing and removes the socket; Publish may start
+// again, unlike after Close.
+func TestUnpublish(t *testing.T) {
+	dir := t.TempDir()
+	d := openMem(t, "127.0.0.1:4791")
+	require.NoError(t, d.Publish(dir))
+	path := PublishPath(dir, d.LocalAddr())
+	require.FileExists(t, path)
+	d.Unpublish()
+	assert.NoFileExists(t, path)
+	d.Unpublish() // a second time does nothing
+	require.NoError(t, d.Publish(dir))
+	_, err := readPublished(path)
+	require.NoError(t, err)
+}
