@@ -30,6 +30,8 @@ type GroupLink struct {
 	// ready, LINK_ACTIVE, LINK_INACTIVE once the link failed.
 	State string `json:"state"`
 	Conns int    `json:"conns"` // the connections whose data it carries
+	// UID is the link's user id, which this side sent in CONFIRM_LINK.
+	UID uint32 `json:"uid"`
 }
 
 // LinkGroups returns the process's link groups (lingering ones too),
@@ -74,7 +76,7 @@ func (g *linkGroup) info() LinkGroupInfo {
 	i.Links = append(i.Links, GroupLink{
 		LinkInfo: LinkInfo{ID: l.id, LocalGID: g.st.gid.Addr(), PeerGID: l.peerGID.Addr().Unmap(),
 			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes()},
-		State: state, Conns: conns,
+		State: state, Conns: conns, UID: l.userID,
 	})
 	return i
 }

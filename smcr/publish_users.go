@@ -2,11 +2,16 @@ package smcr
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/goroce/goroce/internal/rundir"
 )
@@ -50,4 +55,44 @@ func ReadPublishedAs(ctx context.Context, path string, uid int) (*Published, err
 		return nil, fmt.Errorf("read SMC sockets from %s: %w", path, err)
 	}
 	return p, nil
+}
+
+// ReadRunning reads every process that publishes its SMC sockets, sorted
+// by PID: in dir alone, or with dir "" in the run directories a reader
+// lists (the user's own; for root every user's, each believed only as its
+// owner's: see rundir.Dirs). A socket whose process is gone is removed and
+// skipped; any other failure goes to report and the process is skipped.
+// The reader's own run directory failing its check is an error (wrapping
+// rundir.ErrUntrusted when it cannot be trusted).
+func ReadRunning(dir string, timeout time.Duration, report func(error)) ([]*Published, error) {
+	dirs := rundir.Dirs()
+	if dir != "" {
+		dirs = []rundir.Dir{{Path: dir, UID: os.Geteuid()}}
+	}
+	var procs []*Published
+	for i, d := range dirs {
+		paths, err := PublishedPathsOf(d)
+		if err != nil {
+			if i == 0 {
+				return nil, fmt.Errorf("read the run directory: %w", err)
+			}
+			report(err)
+			continue
+		}
+		for _, path := range paths {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			p, err := ReadPublishedAs(ctx, path, d.UID)
+			cancel()
+			switch {
+			case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, fs.ErrNotExist):
+				continue // its process is gone
+			case err != nil:
+				report(err)
+				continue
+			}
+			procs = append(procs, p)
+		}
+	}
+	sort.SliceStable(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
+	return procs, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/devinfo"
+	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/rocev2/device"
 )
 
@@ -82,7 +83,7 @@ func runView(c config, v view, stdout, stderr io.Writer) int {
 		return (!c.addrSet || ap.Addr().Unmap() == c.addr) && (!c.portExplicit || c.udpPort == 0 || ap.Port() == c.udpPort)
 	}
 	devs, err := device.ReadRunning(ctx, match, func(err error) {
-		fmt.Fprintf(stderr, "roce-devinfo: %s\n", printable(err.Error()))
+		fmt.Fprintf(stderr, "roce-devinfo: %s\n", rundir.Printable(err.Error()))
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "roce-devinfo:", err) // the user's run directory: untrusted, unreadable
@@ -108,15 +109,4 @@ func runView(c config, v view, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// printable replaces control characters: an error may quote what another
-// process sent.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
 }

@@ -28,16 +28,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"sort"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/cmd/internal/getopt"
@@ -148,11 +143,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usageText)
 		return 2
 	}
-	dirs := rundir.Dirs()
-	if o.dir != "" {
-		dirs = []rundir.Dir{{Path: o.dir, UID: os.Geteuid()}}
-	}
-	procs, err := gather(dirs, stderr)
+	procs, err := smcr.ReadRunning(o.dir, readTimeout, func(err error) {
+		fmt.Fprintf(stderr, "smcss: %s\n", rundir.Printable(err.Error()))
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "smcss: %v\n", err)
 		return 1
@@ -166,49 +159,3 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // readTimeout bounds how long one process may take to answer.
 const readTimeout = 2 * time.Second
-
-// gather reads every publishing process in dirs (the user's own run
-// directory first; root's list has every user's, each believed only as
-// its owner's). A socket whose process died is skipped quietly (and
-// removed); one that answers something else, or that another user serves,
-// is reported. The user's own directory failing its check is an error;
-// another user's is reported and skipped.
-func gather(dirs []rundir.Dir, stderr io.Writer) ([]*smcr.Published, error) {
-	var procs []*smcr.Published
-	for i, d := range dirs {
-		paths, err := smcr.PublishedPathsOf(d)
-		if err != nil {
-			if i == 0 {
-				return nil, fmt.Errorf("read the run directory: %w", err)
-			}
-			fmt.Fprintf(stderr, "smcss: %s\n", printable(err.Error()))
-			continue
-		}
-		for _, path := range paths {
-			ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-			p, err := smcr.ReadPublishedAs(ctx, path, d.UID)
-			cancel()
-			switch {
-			case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, fs.ErrNotExist):
-				continue // its process is gone
-			case err != nil:
-				fmt.Fprintf(stderr, "smcss: %s\n", printable(err.Error()))
-				continue
-			}
-			procs = append(procs, p)
-		}
-	}
-	sort.SliceStable(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-	return procs, nil
-}
-
-// printable replaces control characters: an error may quote what another
-// process sent.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}

@@ -207,7 +207,7 @@ func TestLive(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrUnix{Name: smcr.PublishPath(dir, 999999)}))
 	syscall.Close(fd)
-	rundirtest.Serve(t, smcr.PublishPath(dir, 999998), "goroce-smc 1\n{\"sockets\":1}\n\x1b[31m{not json\n")
+	rundirtest.Serve(t, smcr.PublishPath(dir, 999998), "goroce-smc 2\n{\"sockets\":1}\n\x1b[31m{not json\n")
 
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"-a", "--run-dir", dir}, &out, &errOut))
@@ -247,7 +247,7 @@ func hex6(n uint32) string     { return fmt.Sprintf("%06x", n) }
 
 // fakeListing is what a socket that is not a goroce process of the user's
 // answers: a process smcss must never list.
-const fakeListing = "goroce-smc 1\n{\"pid\":31337,\"uid\":0,\"program\":\"fake\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
+const fakeListing = "goroce-smc 2\n{\"pid\":31337,\"uid\":0,\"program\":\"fake\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
 
 // A run directory that others may write to is refused (status 1, and
 // what to do); a socket there that another user serves is reported and
@@ -281,7 +281,7 @@ func TestRootListsEveryUser(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	t.Setenv("XDG_RUNTIME_DIR", "")
 	t.Setenv("GOROCE_RUN_DIR", t.TempDir())
-	listing := "goroce-smc 1\n{\"pid\":31337,\"uid\":65534,\"program\":\"smcat\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
+	listing := "goroce-smc 2\n{\"pid\":31337,\"uid\":65534,\"program\":\"smcat\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
 	rundirtest.ForeignPublisher(t, tmp, filepath.Base(smcr.PublishPath("", 31337)), listing)
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"-a"}, &out, &errOut))
