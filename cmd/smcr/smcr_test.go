@@ -38,7 +38,7 @@ func TestAbbreviated(t *testing.T) {
 func fixed() []*smcr.Published {
 	a := &smcr.Stats{ClientV1: 1, ClientV2: 2, ServerV2: 3, ServerHandshakeErrors: 1, ClientFallbacks: 2,
 		FallbackReasons: []smcr.FallbackCount{{Code: smcwire.DiagPeerNoSMC, Count: 2}},
-		RxBytes: 123456, TxBytes: 1000, RxCalls: 10, TxCalls: 20,
+		RxBytes:         123456, TxBytes: 1000, RxCalls: 10, TxCalls: 20,
 		RMB:     smcr.BufStats{Alloc: 6, Sizes: [9]uint64{3: 6}, Full: 5},
 		SendBuf: smcr.BufStats{Alloc: 6, Sizes: [9]uint64{3: 6}, FullPeer: 2, SizeSmall: 1},
 		CDCSent: 40, CDCReceived: 41, LLCSent: 7, LLCReceived: 8}
