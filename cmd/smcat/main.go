@@ -51,11 +51,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/cmd/internal/smcflag"
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
-	"github.com/goroce/goroce/smcr/tcpopt"
 )
 
 func main() {
@@ -122,14 +122,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // config is the smcr configuration of the options.
 func config(o *options) smcr.Config {
-	cfg := smcr.Config{Signalling: smcr.SignalOption, UEIDs: o.ueids, LinkGroupLinger: o.linger,
-		SendBufSize: o.bufSize, RecvBufSize: o.bufSize}
-	if o.linger == 0 {
-		cfg.LinkGroupLinger = smcr.LinuxLinkGroupLinger // --linger 0: Linux's, and no wait at exit
-	}
-	if o.speaksSMC {
-		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
-	}
+	f := smcflag.Flags{SpeaksSMC: o.speaksSMC, UEIDs: o.ueids, Linger: o.linger, BufSize: o.bufSize}
+	cfg := f.Config()
 	if o.backend != "" && o.backend != backendflag.UDP {
 		spec := backendflag.Spec{Kind: o.backend, Iface: o.iface}
 		cfg.Backend = func(ap netip.AddrPort) (backend.Backend, error) {
@@ -146,18 +140,11 @@ func config(o *options) smcr.Config {
 // connection (the TCP option cannot be sent), or returns "". The whole
 // error chain is for -v.
 func setupError(err error, log *logger) string {
-	var why string
-	switch {
-	case errors.Is(err, tcpopt.ErrNotPermitted):
-		why = "this process may not load the sock_ops BPF program that sets it (needs CAP_BPF and CAP_NET_ADMIN)"
-	case errors.Is(err, tcpopt.ErrUnsupported):
-		why = "this system cannot put it into TCP handshakes (needs Linux 5.10+ with cgroup v2 and BPF sock_ops)"
-	default:
-		return ""
+	msg := smcflag.SetupError(err, "smcat")
+	if msg != "" {
+		log.infof("detail: %v", err)
 	}
-	log.infof("detail: %v", err)
-	return "cannot send the SMC TCP option, which tells a peer that this side speaks SMC: " + why + ".\n" +
-		"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP)."
+	return msg
 }
 
 // waitLinkGroups waits (at most linger and a margin for the last closes
