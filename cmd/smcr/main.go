@@ -148,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smcr: %v\n", err)
 		return 1
 	}
+	if len(procs) == 0 {
+		fmt.Fprintln(stderr, "smcr: no running goroce process publishes its SMC sockets (smcat and smc-relay do): all counters are 0")
+	}
 	if err := cmd(&o, procs, rest[1:], stdout); err != nil {
 		fmt.Fprintf(stderr, "smcr: %v\n", err)
 		fmt.Fprint(stderr, usageText)
