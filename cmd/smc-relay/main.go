@@ -43,7 +43,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/goroce/goroce/cmd/internal/smcflag"
@@ -121,7 +120,7 @@ var errHelp = errors.New("help")
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var listen, dial string
-	src := addrFlag{&o.dial.src}
+	src := smcflag.Addr{A: &o.dial.src}
 	fs := flag.NewFlagSet("smc-relay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&listen, "listen", "", "accept on `tcp:ADDR:PORT` or smc:ADDR:PORT")
@@ -183,7 +182,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "smc-relay: %v\nrun smc-relay -h for the usage\n", err)
 		return exitSetup
 	}
-	log := &logger{w: stderr, verbose: o.verbose}
+	log := &logger{Prog: "smc-relay", W: stderr, Verbose: o.verbose}
 	cfg := o.flags.Config()
 	var ln net.Listener
 	if o.listen.smc {
@@ -193,17 +192,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if err != nil {
 		if msg := smcflag.SetupError(err, "smc-relay"); msg != "" {
-			log.errorf("%s", msg)
+			log.Errorf("%s", msg)
 		} else {
-			log.errorf("listen on %v: %v", o.listen, err)
+			log.Errorf("listen on %v: %v", o.listen, err)
 		}
 		return exitSetup
 	}
 	pub, err := smcr.Publish("")
 	if err != nil {
-		log.errorf("warning: smcss and smcr stats will not see this process: %v", err)
+		log.Errorf("warning: smcss and smcr stats will not see this process: %v", err)
 	}
-	log.infof("relaying %v (%v) to %v", o.listen, ln.Addr(), o.dial)
+	log.Infof("relaying %v (%v) to %v", o.listen, ln.Addr(), o.dial)
 	r := &relay{dial: dialer(o.dial, cfg, o.timeout), bufSize: o.flags.BufSize, log: log, verbose: o.verbose}
 	stop := context.AfterFunc(ctx, r.abortAll) // a signal ends every connection
 	r.serve(ctx, ln, o.conns, o.maxConns)
@@ -229,44 +228,9 @@ func waitLinkGroups(linger time.Duration, log *logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), linger+20*time.Second)
 	defer cancel()
 	if err := smcr.WaitIdle(ctx); err != nil {
-		log.errorf("warning: link groups still up at exit: %v", err)
+		log.Errorf("warning: link groups still up at exit: %v", err)
 	}
 }
 
-// addrFlag is an IP address flag.
-type addrFlag struct{ a *netip.Addr }
-
-func (f addrFlag) String() string {
-	if f.a == nil || !f.a.IsValid() {
-		return ""
-	}
-	return f.a.String()
-}
-
-func (f addrFlag) Set(v string) error {
-	a, err := netip.ParseAddr(v)
-	if err != nil {
-		return fmt.Errorf("not an IP address: %q", v)
-	}
-	*f.a = a.Unmap()
-	return nil
-}
-
-// logger writes smc-relay's messages to stderr, one line at a time.
-type logger struct {
-	mu      sync.Mutex
-	w       io.Writer
-	verbose bool
-}
-
-func (l *logger) errorf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "smc-relay: "+format+"\n", args...)
-}
-
-func (l *logger) infof(format string, args ...any) {
-	if l.verbose {
-		l.errorf(format, args...)
-	}
-}
+// logger writes smc-relay's messages to stderr.
+type logger = smcflag.Logger

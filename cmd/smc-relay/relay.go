@@ -74,7 +74,7 @@ func (r *relay) serve(ctx context.Context, ln net.Listener, n, max int) {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.errorf("accept: %v", err)
+				r.log.Errorf("accept: %v", err)
 				r.failed.Add(1)
 			}
 			break
@@ -97,7 +97,7 @@ func (r *relay) handle(ctx context.Context, a conn) {
 	if err != nil {
 		// No other side: the client learns at once, as from a server that
 		// refused it.
-		r.log.errorf("conn %d from %v: %v", s.id, a.RemoteAddr(), err)
+		r.log.Errorf("conn %d from %v: %v", s.id, a.RemoteAddr(), err)
 		r.failed.Add(1)
 		_ = a.SetLinger(0)
 		a.Close()
@@ -105,7 +105,7 @@ func (r *relay) handle(ctx context.Context, a conn) {
 	}
 	s.b = b
 	if r.verbose {
-		r.log.infof("conn %d: %v -> %v: %s; %v -> %v: %s", s.id, a.RemoteAddr(), a.LocalAddr(), mode(a), b.LocalAddr(), b.RemoteAddr(), mode(b))
+		r.log.Infof("conn %d: %v -> %v: %s; %v -> %v: %s", s.id, a.RemoteAddr(), a.LocalAddr(), mode(a), b.LocalAddr(), b.RemoteAddr(), mode(b))
 	}
 	r.track(s, true)
 	defer r.track(s, false)
@@ -132,9 +132,9 @@ func (r *relay) handle(ctx context.Context, a conn) {
 	switch {
 	case res[0].err != nil || res[1].err != nil:
 		r.failed.Add(1)
-		r.log.infof("conn %d: aborted (%v); %d bytes up, %d down", s.id, errors.Join(res[0].err, res[1].err), res[0].n, res[1].n)
+		r.log.Infof("conn %d: aborted (%v); %d bytes up, %d down", s.id, errors.Join(res[0].err, res[1].err), res[0].n, res[1].n)
 	case r.verbose:
-		r.log.infof("conn %d: ended: %d bytes up, %d down", s.id, res[0].n, res[1].n)
+		r.log.Infof("conn %d: ended: %d bytes up, %d down", s.id, res[0].n, res[1].n)
 	}
 }
 

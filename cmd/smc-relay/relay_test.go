@@ -75,7 +75,7 @@ func newChain(t *testing.T, server string, faults *faulty.Config) *chain {
 	lnA, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	log := &logger{w: io.Discard}
+	log := &logger{Prog: "smc-relay", W: io.Discard}
 	ch := &chain{entry: lnA.Addr().String(), cancel: cancel, doneA: make(chan struct{}), doneB: make(chan struct{}),
 		a: &relay{dial: dialer(endpoint{smc: true, addr: lnB.Addr().String(), src: cli}, cfg, 10*time.Second), bufSize: 16 << 10, log: log},
 		b: &relay{dial: dialer(endpoint{addr: server}, cfg, 10*time.Second), bufSize: 16 << 10, log: log},

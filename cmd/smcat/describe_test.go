@@ -91,7 +91,7 @@ func TestSetupError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b bytes.Buffer
-		msg := setupError(tt.err, &logger{w: &b, verbose: true})
+		msg := setupError(tt.err, &logger{Prog: "smcat", W: &b, Verbose: true})
 		if tt.want == "" {
 			assert.Empty(t, msg)
 			continue

@@ -85,12 +85,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "smcat: %v\nrun smcat -h for the usage\n", err)
 		return exitSetup
 	}
-	log := &logger{w: stderr, verbose: o.verbose}
+	log := &logger{Prog: "smcat", W: stderr, Verbose: o.verbose}
 	cfg := config(&o)
 	var capt *capture
 	if o.capture != "" {
 		if capt, err = openCapture(o.capture, &cfg); err != nil {
-			log.errorf("%v", err)
+			log.Errorf("%v", err)
 			return exitSetup
 		}
 	}
@@ -109,12 +109,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	pubRelease()
 	if capt != nil {
 		if err := capt.close(); err != nil {
-			log.errorf("%v", err)
+			log.Errorf("%v", err)
 			if code == exitOK {
 				code = exitConn
 			}
 		} else {
-			log.infof("capture written to %s", o.capture)
+			log.Infof("capture written to %s", o.capture)
 		}
 	}
 	return code
@@ -142,7 +142,7 @@ func config(o *options) smcr.Config {
 func setupError(err error, log *logger) string {
 	msg := smcflag.SetupError(err, "smcat")
 	if msg != "" {
-		log.infof("detail: %v", err)
+		log.Infof("detail: %v", err)
 	}
 	return msg
 }
@@ -157,10 +157,10 @@ func waitLinkGroups(linger time.Duration, log *logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := smcr.WaitIdle(ctx); err != nil {
-		log.errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)
+		log.Errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)
 		return
 	}
-	log.infof("link groups ended")
+	log.Infof("link groups ended")
 }
 
 // publisher is the process's publishing socket, shared by the runs of
@@ -179,7 +179,7 @@ func publish(log *logger) func() {
 	if publisher.refs == 0 {
 		p, err := smcr.Publish("")
 		if err != nil {
-			log.errorf("warning: smcss will not list this process: %v", err)
+			log.Errorf("warning: smcss will not list this process: %v", err)
 			return func() {}
 		}
 		publisher.p = p
@@ -195,35 +195,5 @@ func publish(log *logger) func() {
 	}
 }
 
-// logger writes smcat's messages to stderr, one line at a time.
-type logger struct {
-	mu      sync.Mutex
-	w       io.Writer
-	verbose bool
-}
-
-// errorf always prints.
-func (l *logger) errorf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "smcat: "+format+"\n", args...)
-}
-
-// infof prints with -v.
-func (l *logger) infof(format string, args ...any) {
-	if l.verbose {
-		l.errorf(format, args...)
-	}
-}
-
-// lines prints each line with -v.
-func (l *logger) lines(ls []string) {
-	if !l.verbose {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range ls {
-		fmt.Fprintf(l.w, "smcat: %s\n", s)
-	}
-}
+// logger writes smcat's messages to stderr.
+type logger = smcflag.Logger

@@ -413,7 +413,7 @@ func TestCloseAfterEcho(t *testing.T) {
 // says so.
 func TestReportReset(t *testing.T) {
 	var b bytes.Buffer
-	log := &logger{w: &b}
+	log := &logger{Prog: "smcat", W: &b}
 	sa, ca := hostPair(t)
 	c := fakeConn(t, sa, ca)
 	assert.Equal(t, exitConn, report(result{reset: true, sent: 5}, c, &options{}, log))

@@ -6,7 +6,11 @@ package smcflag
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goroce/goroce/smcr"
@@ -58,3 +62,56 @@ type StringList []string
 
 func (s *StringList) String() string     { return strings.Join(*s, ",") }
 func (s *StringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// Logger writes a program's messages to its stderr, one line at a time.
+type Logger struct {
+	mu      sync.Mutex
+	Prog    string
+	W       io.Writer
+	Verbose bool
+}
+
+// Errorf always prints.
+func (l *Logger) Errorf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.W, l.Prog+": "+format+"\n", args...)
+}
+
+// Infof prints with -v.
+func (l *Logger) Infof(format string, args ...any) {
+	if l.Verbose {
+		l.Errorf(format, args...)
+	}
+}
+
+// Lines prints each line with -v.
+func (l *Logger) Lines(ls []string) {
+	if !l.Verbose {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range ls {
+		fmt.Fprintf(l.W, "%s: %s\n", l.Prog, s)
+	}
+}
+
+// Addr is an IP address flag.
+type Addr struct{ A *netip.Addr }
+
+func (f Addr) String() string {
+	if f.A == nil || !f.A.IsValid() {
+		return ""
+	}
+	return f.A.String()
+}
+
+func (f Addr) Set(v string) error {
+	a, err := netip.ParseAddr(v)
+	if err != nil {
+		return fmt.Errorf("not an IP address: %q", v)
+	}
+	*f.A = a.Unmap()
+	return nil
+}
