@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -431,4 +432,21 @@ func TestKnownFlakeRxeCompleterStall(t *testing.T) {
 	c.loss = 0
 	r.guestRC = 0
 	assert.Empty(t, knownFlake(&c, r))
+}
+
+// The relay case: the kernel's client against smc-relay, which relays to
+// a plain TCP echo server beside it.
+func TestRelayCommands(t *testing.T) {
+	var relay *testCase
+	for _, c := range smcCases() {
+		if c.smc.relay {
+			relay = &c
+		}
+	}
+	require.NotNil(t, relay, "a relay case is among the SMC cases")
+	assert.Equal(t, goroceServer, relay.server)
+	r, s := relayCommands(relay, guestEnds, 20000)
+	assert.Equal(t, "smc-relay -v -ueid GOROCE-INTEROP-UEID -n 1 -linger 2s -listen smc:198.18.0.1:20000 -dial tcp:198.18.0.1:20001", strings.Join(r, " "))
+	assert.Equal(t, "smcguest server 20001 -tcp -n 1 -timeout "+strconv.Itoa(relay.smcTimeout())+"s", strings.Join(s, " "))
+	assert.Contains(t, relay.name(), "via smc-relay")
 }

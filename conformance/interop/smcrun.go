@@ -72,6 +72,8 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 	switch {
 	case s.hostTCP:
 		h.smcHostTCP(ctx, c, r, port, base)
+	case c.server == goroceServer && s.relay:
+		h.smcGoroceRelay(ctx, c, r, port, base)
 	case c.server == goroceServer:
 		h.smcGoroceServer(ctx, c, r, port, base)
 	default:
@@ -245,6 +247,59 @@ func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, p
 	}()
 	if err := waitForOutput(ctx, p, base+".goroce.txt", smcatListenLine, 20*time.Second); err != nil {
 		r.fail("goroce's smcat server: %v", err)
+		return
+	}
+	t := c.smcTimeout()
+	out, rc, err := h.vm.run(ctx, time.Duration(t+30)*time.Second,
+		fmt.Sprintf("timeout %d %s", t, shellQuote(c.guestSMCCommand(port, guestEnds))))
+	if err != nil {
+		r.fail("the guest's smcguest client: %v", err)
+	}
+	r.guestOut, r.guestRC = out, rc
+}
+
+// smcGoroceRelay: goroce's smc-relay in front of a plain TCP echo server
+// on the host side, the guest's client against the relay.
+func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, port int, base string) {
+	relayArgv, serverArgv := relayCommands(c, guestEnds, port)
+	srv := h.ns.command(h.smcguest, serverArgv[1:]...)
+	var srvOut lockedBuffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	sp, err := h.ps.start("host TCP echo server", srv)
+	if err != nil {
+		r.fail("the plain TCP echo server: %v", err)
+		return
+	}
+	defer func() {
+		select {
+		case <-sp.done:
+		case <-time.After(10 * time.Second):
+			sp.stop(3 * time.Second)
+		}
+		<-sp.done
+		r.notes = append(r.notes, "plain TCP echo server: "+summarize(tail(srvOut.String(), 2)))
+		if rc := sp.exitCode(); rc != 0 {
+			r.fail("the plain TCP echo server behind the relay: exit status %d: %s", rc, tail(srvOut.String(), 5))
+		}
+	}()
+	p, err := h.startGoroce(relayArgv, base)
+	if err != nil {
+		r.fail("%v", err)
+		return
+	}
+	defer func() {
+		select {
+		case <-p.done:
+			r.smc.hostServer = true
+		case <-time.After(10 * time.Second):
+			p.stop(3 * time.Second)
+		}
+		<-p.done
+		r.goroceRC = p.exitCode()
+		r.goroceOut = readFileString(base + ".goroce.txt")
+	}()
+	if err := waitForOutput(ctx, p, base+".goroce.txt", relayListenLine, 20*time.Second); err != nil {
+		r.fail("goroce's smc-relay: %v", err)
 		return
 	}
 	t := c.smcTimeout()
