@@ -26,6 +26,9 @@ type smcOutcome struct {
 	lgrGone    bool       // lgr-end cases: the link group ended in time
 	hostConns  []hostConn // goroce's client connections
 	hostServer bool       // goroce's server exited by itself
+	// goroceStats: goroce's SMC statistics at the case's end (smcr stats
+	// json), where goroce served.
+	goroceStats map[string]int64
 }
 
 func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runTag) *result {
@@ -88,6 +91,7 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 		r.fail("reading the guest's SMC statistics after the case: %v", err)
 	} else {
 		r.smc.delta = after.delta(before)
+		smcStatsAgree(c, r)
 	}
 	h.smcLgrAfter(ctx, c, r)
 	os.WriteFile(base+".kernel.txt", []byte(r.guestOut), 0o644)
@@ -256,6 +260,7 @@ func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, p
 		r.fail("the guest's smcguest client: %v", err)
 	}
 	r.guestOut, r.guestRC = out, rc
+	h.psnProbe(ctx, c, r, base) // goroce's link group lingers: both QPs are there
 }
 
 // smcGoroceRelay: goroce's smc-relay in front of a plain TCP echo server
@@ -309,6 +314,7 @@ func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, po
 		r.fail("the guest's smcguest client: %v", err)
 	}
 	r.guestOut, r.guestRC = out, rc
+	h.psnProbe(ctx, c, r, base) // goroce's link group lingers: both QPs are there
 }
 
 // smcGoroceClient: the guest's server, goroce's client on the host side:
