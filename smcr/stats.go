@@ -170,9 +170,11 @@ func (c *counters) countBuffers(rmb, snd int) {
 	c.snd.sizes[SizeBucket(snd)].Add(1)
 }
 
-// countLinkMsg counts a CDC or LLC message sent or received.
-func (c *counters) countLinkMsg(msg []byte, sent bool) {
-	cdc := smcwire.Classify(msg) == smcwire.KindCDC
+// isCDC tells a CDC message from an LLC one.
+func isCDC(msg []byte) bool { return smcwire.Classify(msg) == smcwire.KindCDC }
+
+// countLinkMsg counts a CDC (or else LLC) message sent or received.
+func (c *counters) countLinkMsg(cdc, sent bool) {
 	switch {
 	case cdc && sent:
 		c.cdcSent.Add(1)
