@@ -287,6 +287,12 @@ func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, po
 			r.fail("the plain TCP echo server behind the relay: exit status %d: %s", rc, tail(srvOut.String(), 5))
 		}
 	}()
+	// The relay dials the server for the kernel's first connection: the
+	// server must listen before the relay does.
+	if err := waitListen(ctx, sp, &srvOut, 20*time.Second); err != nil {
+		r.fail("the plain TCP echo server behind the relay: %v", err)
+		return
+	}
 	p, err := h.startGoroce(relayArgv, base)
 	if err != nil {
 		r.fail("%v", err)
