@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The PSN proof: at a case's end both sides' views of their queue pairs
