@@ -19,9 +19,17 @@ import (
 // accepts as well as an address (meaning the default address).
 const DeviceName = "goroce0"
 
-// Listen opens the TCP control port on the device's address.
+// Listen opens the TCP control port on the device's address. A device on
+// an IPv6 link-local address is the exception: its clients reach the
+// control port by another address (an IPv4 or global one, as rdma-core's
+// tools are used with RoCEv2 over link-local GIDs), so it listens on every
+// address, as the originals always do.
 func Listen(addr netip.Addr, port int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	host := addr.String()
+	if addr.Is6() && addr.IsLinkLocalUnicast() {
+		host = ""
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
 		return nil, fmt.Errorf("%w\nhint: TCP control port %d on %v is in use (another server on this address?): pass -p with another port on both sides", err, port, addr)

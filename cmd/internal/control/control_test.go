@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -26,6 +27,13 @@ func TestListen(t *testing.T) {
 	_, err = Listen(a, port)
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 	assert.Contains(t, err.Error(), "is in use (another server on this address?): pass -p with another port on both sides")
+	// A device on an IPv6 link-local address: its client may come by IPv4.
+	ll, err := Listen(netip.MustParseAddr("fe80::1%lo"), 0)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ll.Addr().(*net.TCPAddr).Port)))
+	require.NoError(t, err, "an IPv4 client reaches a link-local device's control port")
+	c.Close()
+	ll.Close()
 	_, err = Listen(netip.MustParseAddr("192.0.2.77"), 0)
 	require.ErrorIs(t, err, syscall.EADDRNOTAVAIL)
 	assert.Contains(t, err.Error(), "192.0.2.77 is not an address of this host")

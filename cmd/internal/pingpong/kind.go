@@ -11,8 +11,9 @@
 //   - -d takes the IP address to bind the device to (default: the source
 //     address of the route to SERVER; 127.0.0.1 for a server), or goroce0,
 //     the name the device goes by, for the default; a server listens for
-//     its client on that address only (port -p), so servers on two
-//     addresses of one host do not collide;
+//     its client on that address only (port -p; on every address for an
+//     IPv6 link-local device, whose client comes by another), so servers
+//     on two addresses of one host do not collide;
 //   - -udp-port sets the RoCEv2 UDP port of this device and of the peer
 //     (default 4791); -stats prints the device's counters at exit;
 //     -timeout bounds every wait for the peer (default: none);
