@@ -204,9 +204,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Infof("relaying %v (%v) to %v", o.listen, ln.Addr(), o.dial)
 	r := &relay{dial: dialer(o.dial, cfg, o.timeout), bufSize: o.flags.BufSize, log: log, verbose: o.verbose}
-	stop := context.AfterFunc(ctx, r.abortAll) // a signal ends every connection
-	r.serve(ctx, ln, o.conns, o.maxConns)
-	stop()
+	r.serve(ctx, ln, o.conns, o.maxConns) // a signal ends every connection
 	waitLinkGroups(o.flags.Linger, log)
 	if pub != nil {
 		pub.Close()

@@ -56,12 +56,17 @@ type session struct {
 
 // serve accepts on ln until ctx ends or n connections (0: no limit) were
 // taken, at most max at a time, and relays each. It returns once every
-// connection has ended.
+// connection has ended; the end of ctx aborts them.
 func (r *relay) serve(ctx context.Context, ln net.Listener, n, max int) {
+	r.mu.Lock()
 	r.active = map[*session]struct{}{}
+	r.mu.Unlock()
 	slots := make(chan struct{}, max)
 	var wg sync.WaitGroup
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		r.abortAll()
+	})
 	defer stop()
 	for i := 0; n == 0 || i < n; i++ {
 		select {
@@ -109,6 +114,9 @@ func (r *relay) handle(ctx context.Context, a conn) {
 	}
 	r.track(s, true)
 	defer r.track(s, false)
+	if ctx.Err() != nil {
+		s.abort() // the relay stopped while this one was being dialled
+	}
 	up, down := make(chan pumped, 1), make(chan pumped, 1)
 	go func() { up <- pump(a, b, make([]byte, r.bufSize)) }()
 	go func() { down <- pump(b, a, make([]byte, r.bufSize)) }()

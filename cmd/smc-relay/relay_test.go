@@ -138,6 +138,9 @@ func dialEntry(t *testing.T, ch *chain) *net.TCPConn {
 	c, err := net.DialTimeout("tcp", ch.entry, 10*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
+	// A bound on a failure only: a lost end of stream fails the test
+	// instead of hanging it.
+	require.NoError(t, c.SetDeadline(time.Now().Add(90*time.Second)))
 	return c.(*net.TCPConn)
 }
 
