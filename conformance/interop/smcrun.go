@@ -232,35 +232,7 @@ func (h *harness) smcHostTCP(ctx context.Context, c *testCase, r *result, port i
 // smcGoroceServer: goroce's echo server on the host side, the guest's
 // client against it.
 func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, port int, base string) {
-	argv := smcatCommand(c, guestEnds, port)
-	p, err := h.startGoroce(argv, base)
-	if err != nil {
-		r.fail("%v", err)
-		return
-	}
-	defer func() {
-		select {
-		case <-p.done:
-			r.smc.hostServer = true
-		case <-time.After(10 * time.Second):
-			p.stop(3 * time.Second)
-		}
-		<-p.done
-		r.goroceRC = p.exitCode()
-		r.goroceOut = readFileString(base + ".goroce.txt")
-	}()
-	if err := waitForOutput(ctx, p, base+".goroce.txt", smcatListenLine, 20*time.Second); err != nil {
-		r.fail("goroce's smcat server: %v", err)
-		return
-	}
-	t := c.smcTimeout()
-	out, rc, err := h.vm.run(ctx, time.Duration(t+30)*time.Second,
-		fmt.Sprintf("timeout %d %s", t, shellQuote(c.guestSMCCommand(port, guestEnds))))
-	if err != nil {
-		r.fail("the guest's smcguest client: %v", err)
-	}
-	r.guestOut, r.guestRC = out, rc
-	h.psnProbe(ctx, c, r, base) // goroce's link group lingers: both QPs are there
+	h.goroceServes(ctx, c, r, smcatCommand(c, guestEnds, port), smcatListenLine, port, base)
 }
 
 // smcGoroceRelay: goroce's smc-relay in front of a plain TCP echo server
@@ -293,7 +265,15 @@ func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, po
 		r.fail("the plain TCP echo server behind the relay: %v", err)
 		return
 	}
-	p, err := h.startGoroce(relayArgv, base)
+	h.goroceServes(ctx, c, r, relayArgv, relayListenLine, port, base)
+}
+
+// goroceServes runs goroce's server argv until it says listenLine, the
+// guest's client against it, then reads both sides' QPs and goroce's
+// statistics while goroce's link group lingers (psnProbe), and collects
+// the server.
+func (h *harness) goroceServes(ctx context.Context, c *testCase, r *result, argv []string, listenLine string, port int, base string) {
+	p, err := h.startGoroce(argv, base)
 	if err != nil {
 		r.fail("%v", err)
 		return
@@ -309,8 +289,8 @@ func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, po
 		r.goroceRC = p.exitCode()
 		r.goroceOut = readFileString(base + ".goroce.txt")
 	}()
-	if err := waitForOutput(ctx, p, base+".goroce.txt", relayListenLine, 20*time.Second); err != nil {
-		r.fail("goroce's smc-relay: %v", err)
+	if err := waitForOutput(ctx, p, base+".goroce.txt", listenLine, 20*time.Second); err != nil {
+		r.fail("goroce's %s: %v", argv[0], err)
 		return
 	}
 	t := c.smcTimeout()
