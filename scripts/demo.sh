@@ -185,8 +185,8 @@ done
 sed -n 's/^smcat: /   /p' "$clog" | head -n 4
 echo
 echo "== $smcss -e and $smcss -R while the connection is open (each process publishes its SMC sockets)"
-"$smcss" -d "$smc_run" -e | sed 's/^/   /'
-"$smcss" -d "$smc_run" -R | sed 's/^/   /'
+"$smcss" --run-dir "$smc_run" -e | sed 's/^/   /'
+"$smcss" --run-dir "$smc_run" -R | sed 's/^/   /'
 touch "$release" # stdin's EOF: the client shuts down writing, the server follows
 src=0 crc=0
 await "$cpid" smcat "$slog" "$clog" || crc=$?

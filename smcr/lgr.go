@@ -268,6 +268,7 @@ func (g *linkGroup) conn(token uint32) *smcConn {
 // wait for).
 func (g *linkGroup) receive(l *link, msg []byte) {
 	g.lastRx.Store(time.Now().UnixNano())
+	stats.countLinkMsg(isCDC(msg), false)
 	switch smcwire.Classify(msg) {
 	case smcwire.KindCDC:
 		cdc, err := smcwire.ParseCDC(msg)

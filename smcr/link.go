@@ -222,11 +222,13 @@ func (l *link) send(s *txSlot, msg []byte, writes []qp.SendWR) error {
 	w := &wrs[n]
 	w.Opcode, w.Flags, w.Inline = qp.WRSend, qp.SendSignaled|qp.SendSolicited|qp.SendInline, msg
 	w.WRID, w.Entry = l.res.Tag(s)
+	cdc := isCDC(msg) // before the post: once posted, the slot (msg) may be reused at once
 	if _, err := l.qp.PostSend(wrs[:n+1]); err != nil {
 		l.release(s)
 		l.fail(fmt.Errorf("smcr: post to the link's QP: %w", err))
 		return l.downErr
 	}
+	stats.countLinkMsg(cdc, true)
 	return nil
 }
 

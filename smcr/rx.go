@@ -26,10 +26,12 @@ func (s *smcConn) read(p []byte) (int, error) {
 	for {
 		s.mu.Lock()
 		if avail := s.produced - s.consumed; avail > 0 {
+			s.countRxSizesLocked(len(p), avail)
 			n := s.copyOutLocked(p, avail)
 			update := s.updateDueLocked()
 			s.mu.Unlock()
 			s.bytesRecv.Add(uint64(n))
+			stats.countRx(len(p), n)
 			if update {
 				_ = s.sendConsumerUpdate(true)
 			}
@@ -170,6 +172,7 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 		s.mu.Unlock()
 		total += int64(n)
 		s.bytesRecv.Add(uint64(n))
+		stats.countRx(len(chunk), n)
 		if update {
 			_ = s.sendConsumerUpdate(true)
 		}

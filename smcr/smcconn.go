@@ -121,6 +121,7 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 	}
 	// Linux: rmbe_update_limit = max(rmbe size / 10, SOCK_MIN_SNDBUF / 2).
 	s.limit = max(uint64(len(s.rmb))/10, sockMinSndBuf/2)
+	stats.countBuffers(len(s.rmb), len(s.snd))
 	return s, nil
 }
 

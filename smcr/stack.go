@@ -105,6 +105,7 @@ func openStack(key netip.AddrPort, cfg *Config) (*stack, error) {
 		return nil, err
 	}
 	copy(s.peerID[2:], s.mac[:])
+	s.publishDevice()
 	return s, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/internal/smcflag"
 	"github.com/goroce/goroce/internal/backendflag"
 )
 
@@ -60,31 +61,6 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// addrFlag is an IP address flag.
-type addrFlag struct{ a *netip.Addr }
-
-func (f addrFlag) String() string {
-	if f.a == nil || !f.a.IsValid() {
-		return ""
-	}
-	return f.a.String()
-}
-
-func (f addrFlag) Set(v string) error {
-	a, err := netip.ParseAddr(v)
-	if err != nil {
-		return fmt.Errorf("not an IP address: %q", v)
-	}
-	*f.a = a.Unmap()
-	return nil
-}
-
 // newFlagSet defines smcat's flags on o.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("smcat", flag.ContinueOnError)
@@ -93,8 +69,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keep, "k", false, "with -l: serve connections at once and keep listening (until -n connections)")
 	fs.BoolVar(&o.echo, "echo", false, "with -l: send back what each connection sends (stdin is not read)")
 	fs.IntVar(&o.conns, "n", 0, "with -l: exit after `N` connections (default: 1, or with -k none)")
-	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too)")
-	fs.Var((*stringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
+	fs.Var(smcflag.Addr{A: &o.src}, "s", "dial from this source `address` (the goroce device's too)")
+	fs.Var((*smcflag.StringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
 	fs.BoolVar(&o.verbose, "v", false, "print on stderr what each connection became: SMC-R v2/v1 or TCP fallback with the reason, and its link")
 	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a peer that does not speak SMC, a Linux one included, is refused)")
 	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")

@@ -356,7 +356,7 @@ func (h *harness) startGoroce(argv []string, base string) (*proc, error) {
 	}
 	defer f.Close()
 	cmd := h.ns.command(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
-	if argv[0] == smcatProg {
+	if argv[0] == smcatProg || argv[0] == relayProg {
 		cmd = h.ns.netCommand(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
 	}
 	cmd.Stdout, cmd.Stderr = f, f

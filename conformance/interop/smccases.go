@@ -25,6 +25,9 @@ type smcSpec struct {
 	lgrEnd    bool          // the link group must end after the host side's linger
 	addLink   bool          // the server's ADD_LINK must be answered
 	hostTCP   bool          // host side: plain TCP (smcguest -tcp): the kernel must fall back
+	// relay: goroce's side is smc-relay in front of a plain TCP echo
+	// server (smcguest server -tcp), the kernel's client unmodified.
+	relay bool
 }
 
 const (
@@ -86,6 +89,9 @@ func smcCases() []testCase {
 		cs = append(cs, testCase{guest: smcGuest, server: srv, mtu: 1024, backend: afpacket,
 			smc: &smcSpec{conns: 1, sizes: []int{1, 64 << 10, 1 << 20}, clientEnd: endShut, serverEnd: endShut}})
 	}
+	// An unmodified TCP server behind goroce's relay, for the kernel's
+	// SMC-R client.
+	one(goroceServer, smcSpec{sizes: sizesSmall, relay: true}, 0)
 	return cs
 }
 
@@ -115,6 +121,9 @@ func (c *testCase) smcName() string {
 	n := fmt.Sprintf("smcr conns=%d sizes=%s", s.conns, sizeList(s.sizes))
 	if s.parallel {
 		n += " parallel"
+	}
+	if s.relay {
+		n += " via smc-relay"
 	}
 	if s.clientEnd != endShut || s.serverEnd != endShut {
 		n += fmt.Sprintf(" end=%s/%s", s.clientEnd, s.serverEnd)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goroce/goroce/cmd/internal/control"
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/rocev2"
@@ -121,7 +122,7 @@ func (s *session) mtu() rocev2.MTU { return rocev2.MTU(s.p.curMTU) }
 func (p *params) openDevice(stderr io.Writer) (*device.Device, error) {
 	var addr netip.Addr
 	switch {
-	case p.dev != "":
+	case p.dev != "" && p.dev != control.DeviceName:
 		a, err := p.localAddr()
 		if err != nil {
 			return nil, fmt.Errorf("IB device %s not found\n%w\n Unable to find the Infiniband/RoCE device", p.dev, err)
@@ -145,7 +146,7 @@ func (p *params) openDevice(stderr io.Writer) (*device.Device, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf(" Couldn't get context for the device: %w\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", err, addr, p.udpPort)
+		return nil, fmt.Errorf(" Couldn't get context for the device: %w%s", err, control.OpenHint(err, addr, p.udpPort))
 	}
 	if err := dev.Publish(""); err != nil {
 		fmt.Fprintln(os.Stderr, p.t.name+": warning:", err)
@@ -207,7 +208,9 @@ func (s *session) establish() error {
 		s.comm, err = dial(p.server, p.port, p.timeout)
 	} else {
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(p.port)); err != nil {
+		// On the device's address: a server on another address of the
+		// host has a control port of its own.
+		if ln, err = control.Listen(s.dev.LocalAddr().Addr(), p.port); err != nil {
 			return fmt.Errorf("Couldn't listen to port %d: %w\n Unable to init the socket connection", p.port, err)
 		}
 		fmt.Fprint(s.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")

@@ -137,7 +137,7 @@ var opts = []optSpec{
 	{0, "dont_xchg_versions", false, false, nil, "Do not exchange versions and MTU with other side"},
 	{0, "perform_warm_up", false, false, func(t *Test) bool { return t.kind == BW && t.verb != Send }, "Perform some iterations before start measuring in order to warming-up memory cache, valid in Atomic, Read and Write BW tests"},
 	{0, "report_gbits", false, false, bwOnly, "Report Max/Average BW of test in Gbit/sec (instead of MB/sec)"},
-	{0, "udp-port", true, true, nil, "UDP port of this device and of the peer's (default 4791)"},
+	{0, "udp-port", true, true, nil, "UDP port of this device and of the peer's (default 4791; no 0: the exchange carries no port, so both sides name the same)"},
 	{0, "stats", false, true, nil, "print the device's counters at exit"},
 	{0, "timeout", true, true, nil, "give up after waiting this long for the peer, e.g. 30s (default 0: wait forever, like perftest)"},
 }
@@ -329,7 +329,7 @@ func (p *params) set(s optSpec, val string, stderr io.Writer) error {
 		p.gbits = true
 	case "udp-port":
 		var n int
-		n, err = num("UDP port", 0, 65535)
+		n, err = num("UDP port", 1, 65535) // 0 (a free port) could not be told to the peer
 		p.udpPort = uint16(n)
 	case "stats":
 		p.stats = true

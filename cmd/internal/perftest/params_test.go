@@ -106,6 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{SendBW, []string{"-s"}, false, "option requires an argument -- 's'"},
 		{SendBW, []string{"a", "b"}, false, "Invalid command line"},
 		{SendBW, []string{"--timeout", "soon"}, false, "invalid duration"},
+		{SendBW, []string{"-udp-port", "0"}, false, "UDP port should be between 1 and 65535"}, // a free port could not be told to the peer
 	} {
 		t.Run(tc.test.Name()+" "+tc.want, func(t *testing.T) {
 			var stderr bytes.Buffer

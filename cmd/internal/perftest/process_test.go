@@ -280,3 +280,22 @@ func TestSignalLeavesNoSocket(t *testing.T) {
 	assert.Equal(t, 143, srv.exit(t), srv.output())
 	assert.NoFileExists(t, sock)
 }
+
+// A server listens on its device's address: servers on two loopback
+// addresses share a control port, and a third on a taken address and port
+// says which port to change.
+func TestServersOnTwoAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs perftest processes")
+	}
+	bin := buildTool(t, WriteBW, t.TempDir())
+	tcpPort, udpPort := strconv.Itoa(freeTCPPort(t)), strconv.Itoa(freeUDPPort(t))
+	for _, addr := range []string{serverAddr, clientAddr} {
+		srv := start(t, bin, "-d", addr, "-p", tcpPort, "-udp-port", udpPort, "--timeout", "60s")
+		srv.waitLine(t, "Waiting for client to connect")
+	}
+	third := start(t, bin, "-d", serverAddr, "-p", tcpPort, "-udp-port", strconv.Itoa(freeUDPPort(t)))
+	require.NotEqual(t, 0, third.exit(t), third.output())
+	assert.Contains(t, third.output(), "TCP control port "+tcpPort+" on "+serverAddr+" is in use")
+	assert.NotContains(t, third.output(), "UDP port", "not taken for the RoCE port")
+}
