@@ -52,8 +52,8 @@ func DecodeREP(m MAD) REP {
 	return REP{
 		LocalCommID: repLocalCommID.get(m), RemoteCommID: repRemoteCommID.get(m),
 		LocalQKey: repLocalQKey.get(m), LocalQPN: repLocalQPN.get(m), LocalEECN: repLocalEECN.get(m),
-		StartingPSN: repStartingPSN.get(m),
-		VendorID:    repVendorIDH.get(m)<<16 | repVendorIDM.get(m)<<8 | repVendorIDL.get(m),
+		StartingPSN:        repStartingPSN.get(m),
+		VendorID:           repVendorIDH.get(m)<<16 | repVendorIDM.get(m)<<8 | repVendorIDL.get(m),
 		ResponderResources: uint8(repRespRes.get(m)), InitiatorDepth: uint8(repInitDepth.get(m)),
 		TargetACKDelay: uint8(repTargetACK.get(m)), Failover: uint8(repFailover.get(m)),
 		FlowControl: repFlowControl.flag(m), RNRRetryCount: uint8(repRNRRetry.get(m)),
