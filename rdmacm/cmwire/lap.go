@@ -18,7 +18,7 @@ type LAP struct {
 	AltSL                   uint8  `json:"alt_sl"`
 	AltSubnetLocal          bool   `json:"alt_subnet_local"`
 	AltLocalACKTimeout      uint8  `json:"alt_local_ack_timeout"`
-	PrivateData             []byte `json:"private_data"`
+	PrivateData             Bytes  `json:"private_data"`
 }
 
 var (
@@ -73,8 +73,8 @@ type APR struct {
 	RemoteCommID uint32 `json:"remote_comm_id"`
 	InfoLength   uint8  `json:"info_length"`
 	Status       uint8  `json:"ap_status"`
-	Info         []byte `json:"info"`
-	PrivateData  []byte `json:"private_data"`
+	Info         Bytes  `json:"info"`
+	PrivateData  Bytes  `json:"private_data"`
 }
 
 var (

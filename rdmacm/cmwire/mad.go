@@ -2,6 +2,7 @@ package cmwire
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 )
 
@@ -227,3 +228,10 @@ func NewCM(b []byte, attr AttrID, tid uint64, mod uint32) MAD {
 	h.Put(m)
 	return m
 }
+
+// Bytes is a byte field of a message (private data, ARI, additional
+// information); it prints in JSON as hex.
+type Bytes []byte
+
+// MarshalText returns the bytes in hex.
+func (b Bytes) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(b)), nil }

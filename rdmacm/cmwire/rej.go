@@ -76,8 +76,8 @@ type REJ struct {
 	MessageRejected MessageKind `json:"message_rejected"`
 	ARILength       uint8       `json:"ari_length"`
 	Reason          RejReason   `json:"reason"`
-	ARI             []byte      `json:"ari"`
-	PrivateData     []byte      `json:"private_data"`
+	ARI             Bytes       `json:"ari"`
+	PrivateData     Bytes       `json:"private_data"`
 }
 
 var (

@@ -44,7 +44,7 @@ type REP struct {
 	RNRRetryCount      uint8  `json:"rnr_retry_count"`
 	SRQ                bool   `json:"srq"`
 	LocalCAGUID        uint64 `json:"local_ca_guid"`
-	PrivateData        []byte `json:"private_data"`
+	PrivateData        Bytes  `json:"private_data"`
 }
 
 // DecodeREP reads a REP; PrivateData is a view into m.

@@ -127,7 +127,7 @@ type REQ struct {
 	Primary                 Path   `json:"primary_path"`
 	Alternate               Path   `json:"alternate_path"`
 	SAPSupported            bool   `json:"sap_supported"`
-	PrivateData             []byte `json:"private_data"`
+	PrivateData             Bytes  `json:"private_data"`
 }
 
 // DecodeREQ reads a REQ; PrivateData is a view into m.

@@ -28,7 +28,7 @@ type SIDRReq struct {
 	RequestID   uint32 `json:"request_id"`
 	PKey        uint16 `json:"pkey"`
 	ServiceID   uint64 `json:"service_id"`
-	PrivateData []byte `json:"private_data"`
+	PrivateData Bytes  `json:"private_data"`
 }
 
 var (
@@ -59,8 +59,8 @@ type SIDRRep struct {
 	QPN         uint32     `json:"qpn"`
 	ServiceID   uint64     `json:"service_id"`
 	QKey        uint32     `json:"qkey"`
-	Info        []byte     `json:"info"`
-	PrivateData []byte     `json:"private_data"`
+	Info        Bytes      `json:"info"`
+	PrivateData Bytes      `json:"private_data"`
 }
 
 var (

@@ -14,7 +14,7 @@ func CommIDs(m MAD) (local, remote uint32) { return localCommID.get(m), remoteCo
 type RTU struct {
 	LocalCommID  uint32 `json:"local_comm_id"`
 	RemoteCommID uint32 `json:"remote_comm_id"`
-	PrivateData  []byte `json:"private_data"`
+	PrivateData  Bytes  `json:"private_data"`
 }
 
 // DecodeRTU reads an RTU; PrivateData is a view into m.
@@ -35,7 +35,7 @@ type DREQ struct {
 	LocalCommID   uint32 `json:"local_comm_id"`
 	RemoteCommID  uint32 `json:"remote_comm_id"`
 	RemoteQPNEECN uint32 `json:"remote_qpn_eecn"`
-	PrivateData   []byte `json:"private_data"`
+	PrivateData   Bytes  `json:"private_data"`
 }
 
 var dreqRemoteQPN = field{8, 0, 24}
@@ -58,7 +58,7 @@ func (d *DREQ) Encode(m MAD) bool {
 type DREP struct {
 	LocalCommID  uint32 `json:"local_comm_id"`
 	RemoteCommID uint32 `json:"remote_comm_id"`
-	PrivateData  []byte `json:"private_data"`
+	PrivateData  Bytes  `json:"private_data"`
 }
 
 // DecodeDREP reads a DREP; PrivateData is a view into m.
@@ -101,7 +101,7 @@ type MRA struct {
 	RemoteCommID   uint32      `json:"remote_comm_id"`
 	MessageMRAed   MessageKind `json:"message_mraed"`
 	ServiceTimeout uint8       `json:"service_timeout"`
-	PrivateData    []byte      `json:"private_data"`
+	PrivateData    Bytes       `json:"private_data"`
 }
 
 var (

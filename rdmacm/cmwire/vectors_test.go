@@ -58,7 +58,7 @@ func TestRpingCaptureDecodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CMAHeader{Version: 0, IPVersion: 4, Port: 43344,
 		Src: netip.MustParseAddr("198.18.0.12"), Dst: netip.MustParseAddr("198.18.0.11")}, cma)
-	require.Equal(t, make([]byte, REQPrivateLen-CMAHeaderLen), req.PrivateData[CMAHeaderLen:])
+	require.Equal(t, make(Bytes, REQPrivateLen-CMAHeaderLen), req.PrivateData[CMAHeaderLen:])
 
 	rep := DecodeREP(mads[1])
 	wantREP := REP{LocalCommID: server, RemoteCommID: client, LocalQPN: 0x1a, StartingPSN: 0x7b0a1d,
