@@ -27,7 +27,7 @@ type extCtx struct {
 }
 
 func (c *extCtx) setOpcode(op rocev2.Opcode, dqpn uint32) { c.op, c.dqpn, c.known = op, dqpn, true }
-func (c *extCtx) linkBTH(b *BTH)             { c.bth = b }
+func (c *extCtx) linkBTH(b *BTH)                          { c.bth = b }
 
 // reset returns the context for a new decode: the link stays, the opcode is
 // the linked BTH's (if any).
