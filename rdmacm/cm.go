@@ -106,7 +106,7 @@ type CM struct {
 	psn        rocev2.PSN
 	armed      bool
 	armedAt    time.Time
-	push       bool     // the outbox has something due (sendMAD)
+	push       bool // the outbox has something due (sendMAD)
 	scratch    [cmwire.MADLen]byte
 	after      []func() // to run once mu is released (unlock)
 }
