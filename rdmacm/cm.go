@@ -3,6 +3,7 @@ package rdmacm
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -43,6 +44,12 @@ type Config struct {
 	MaxCMRetries uint8
 	// MaxIDs bounds the CM's connections (0: DefaultMaxIDs).
 	MaxIDs int
+	// PeerRoCEPort returns the UDP port a peer's device receives on, given
+	// the source of the peer's MAD (nil: 4791 for a source port in RoCE's
+	// source range 0xC000 and up, as rxe and goroce's AF_PACKET backend
+	// send from, else the source port, as goroce's UDP backend sends from
+	// the port it receives on).
+	PeerRoCEPort func(src netip.AddrPort) uint16
 }
 
 func (cfg *Config) fill() error {
@@ -57,6 +64,9 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.MaxIDs == 0 {
 		cfg.MaxIDs = DefaultMaxIDs
+	}
+	if cfg.PeerRoCEPort == nil {
+		cfg.PeerRoCEPort = func(src netip.AddrPort) uint16 { return peerPort(src.Port()) }
 	}
 	switch {
 	case cfg.PacketLifeTime > 30:

@@ -346,6 +346,8 @@ func (c *Conn) end(ev Event) {
 		return
 	}
 	c.ended = true
+	// The peer hung up before the RTU: the setup fails.
+	c.signal(fmt.Errorf("rdmacm: the peer disconnected before the connection was established: %w", ErrDisconnected))
 	close(c.done)
 	c.emit(ev)
 }

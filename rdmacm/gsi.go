@@ -22,7 +22,7 @@ const rxQueueLen = 512
 // rxMAD is one MAD taken off QP 1, copied out of the receive buffer.
 type rxMAD struct {
 	mad  [cmwire.MADLen]byte
-	from netip.AddrPort // the sender: its address and the UDP port its own MADs reach (see peerPort)
+	from netip.AddrPort // the sender: its address and the UDP port its device receives on (Config.PeerRoCEPort)
 }
 
 // gsi is the device.QPHandler of QP 1.
@@ -55,7 +55,7 @@ func (g gsi) HandlePacket(pkt *rocev2.Packet, dg *backend.Incoming) {
 		c.Counters.RcvdLong.Add(1)
 		return
 	}
-	r := rxMAD{from: netip.AddrPortFrom(dg.Src.Addr().Unmap(), peerPort(dg.Src.Port()))}
+	r := rxMAD{from: netip.AddrPortFrom(dg.Src.Addr().Unmap(), c.cfg.PeerRoCEPort(dg.Src))}
 	copy(r.mad[:], m)
 	select {
 	case c.rx <- r:

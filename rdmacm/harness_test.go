@@ -107,3 +107,15 @@ func waitDone(t *testing.T, ctx context.Context, c *Conn) {
 		t.Fatal("the connection did not end")
 	}
 }
+
+// waitFor waits until cond holds (checked as often as the scheduler lets).
+func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not reached")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
