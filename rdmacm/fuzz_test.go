@@ -44,7 +44,12 @@ func FuzzQP1(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	defer c.Close()
+	defer func() {
+		c.mu.Lock()
+		c.closed = false // see below: Close must stop the real goroutine
+		c.mu.Unlock()
+		c.Close()
+	}()
 	for _, lc := range []ListenConfig{{Addr: netip.MustParseAddrPort("0.0.0.0:7174"), Backlog: 8},
 		{Addr: netip.MustParseAddrPort("0.0.0.0:7174"), PortSpace: cmwire.PortSpaceUDP, Backlog: 8}} {
 		if _, err := c.Listen(lc); err != nil {
