@@ -120,8 +120,8 @@ func RouteSource(host netip.Addr) (netip.Addr, error) {
 
 // Stack is an open device with its CM.
 type Stack struct {
-	Dev *device.Device
-	CM  *rdmacm.CM
+	Dev  *device.Device
+	CM   *rdmacm.CM
 	capF *os.File
 	capW *pcap.Writer
 }
