@@ -23,6 +23,9 @@ func runServer(ctx context.Context, cfg *config, st *cmtool.Stack, o *out) int {
 		return exitFail
 	}
 	defer l.Close()
+	b := &cb{cfg: cfg, o: o}
+	b.debugf("rdma_bind_addr successful\n")
+	b.debugf("rdma_listen\n") // after it: the line says the server listens
 	if listening != nil {
 		listening()
 	}

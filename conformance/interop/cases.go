@@ -57,6 +57,12 @@ type tool struct {
 	// bandwidth test: nothing is acknowledged), so the capture need not
 	// have packets from the server.
 	oneWay func(c *testCase) bool
+	// serverAddr is how the client names the server (nil: the address as
+	// the last argument).
+	serverAddr func(addr string) []string
+	// guestListening is the guest command that waits until the guest's
+	// server listens on the case's port (nil: waitlisten, a TCP port).
+	guestListening func(port int) string
 }
 
 // expect is what a case's side must report (tool.want).
@@ -123,10 +129,14 @@ func (c *testCase) commands(idx int, e endpoints) (guest, goroce []string) {
 	guest = append(append([]string{c.tool.guestProg}, c.tool.guestDev(c, e)...), common...)
 	goroce = append(append([]string{c.tool.goroceCmd}, c.tool.goroceDev(c, e)...), common...)
 	goroce = append(goroce, c.backendArgs(e)...)
+	server := func(addr string) []string { return []string{addr} }
+	if c.tool.serverAddr != nil {
+		server = c.tool.serverAddr
+	}
 	if c.server == guestServer {
-		goroce = append(goroce, e.peerAddr)
+		goroce = append(goroce, server(e.peerAddr)...)
 	} else {
-		guest = append(guest, e.goroceAddr)
+		guest = append(guest, server(e.goroceAddr)...)
 	}
 	return guest, goroce
 }
@@ -255,6 +265,7 @@ func cases() []testCase {
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
 	cs = append(cs, backendCases()...)
 	cs = append(cs, verbsCases()...)
+	cs = append(cs, cmCases()...)
 	return append(cs, smcCases()...)
 }
 

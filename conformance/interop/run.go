@@ -243,7 +243,11 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 		if !startGuest() {
 			return
 		}
-		if _, err := h.vm.mustRun(ctx, 30*time.Second, fmt.Sprintf("waitlisten %d 150", port)); err != nil {
+		wait := fmt.Sprintf("waitlisten %d 150", port)
+		if c.tool.guestListening != nil {
+			wait = c.tool.guestListening(port)
+		}
+		if _, err := h.vm.mustRun(ctx, 30*time.Second, wait); err != nil {
 			r.fail("the guest's server does not listen: %v", err)
 			collectGuest(0)
 			return
