@@ -45,6 +45,8 @@ def flat(layers):
 
 
 def num(v):
+    if ":" in v:  # bytes, as Wireshark shows ImmDt: big-endian
+        return int(v.replace(":", ""), 16)
     return int(v, 0)
 
 

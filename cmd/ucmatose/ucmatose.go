@@ -285,8 +285,10 @@ func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node
 }
 
 func runServer(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stdout, "cmatose: starting server")
 	l, err := st.CM.Listen(rdmacm.ListenConfig{Addr: netip.AddrPortFrom(cfg.bind, cfg.port), PortSpace: cfg.ps})
+	// The original says it starts before it listens; goroce's says it once
+	// it listens, so that whoever waits for the line may connect at once.
+	fmt.Fprintln(stdout, "cmatose: starting server")
 	if err != nil {
 		fmt.Fprintf(stderr, "cmatose: bind address failed: %v\n", err)
 		return -1

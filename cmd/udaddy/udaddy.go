@@ -280,8 +280,9 @@ func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node
 }
 
 func runServer(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stdout, "udaddy: starting server")
 	l, err := st.CM.Listen(rdmacm.ListenConfig{Addr: netip.AddrPortFrom(cfg.bind, port), PortSpace: cfg.ps})
+	// Said once it listens (the original says it before): see ucmatose.
+	fmt.Fprintln(stdout, "udaddy: starting server")
 	if err != nil {
 		fmt.Fprintf(stderr, "udaddy: bind address failed: %v\n", err)
 		return -1

@@ -73,4 +73,3 @@ func TestUdaddyPair(t *testing.T) {
 	require.Equal(t, clientOut, co.String())
 	require.Equal(t, serverOut, so.String())
 }
-

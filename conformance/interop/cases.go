@@ -63,6 +63,9 @@ type tool struct {
 	// guestListening is the guest command that waits until the guest's
 	// server listens on the case's port (nil: waitlisten, a TCP port).
 	guestListening func(port int) string
+	// checkCapture finds what the capture must show for the tool's case
+	// and does not (nil: nothing more than every case's checks).
+	checkCapture func(c *testCase, cc *captureCheck) []string
 }
 
 // expect is what a case's side must report (tool.want).
@@ -158,6 +161,9 @@ type testCase struct {
 	chk    bool    // -c
 	loss   float64 // percent: netem loss on what the guest sends (rxe's packets)
 	lossIn float64 // percent: netem loss on what the guest receives (goroce's packets)
+	// madLoss loses every second MAD the guest sends (madLossQdisc): the
+	// CM's messages are lost, and the MAD retries of both sides recover.
+	madLoss bool
 	// backend is goroce's packet backend: "" (its UDP socket) or
 	// afpacket (whole frames on br0), and ipv6 makes the case RoCEv2 over
 	// IPv6 (afcases.go).
@@ -193,6 +199,9 @@ func (c *testCase) name() string {
 	}
 	if c.lossIn > 0 {
 		s += fmt.Sprintf(" lossin=%g%%", c.lossIn)
+	}
+	if c.madLoss {
+		s += " madloss=1/2"
 	}
 	return s + c.variant()
 }
@@ -231,7 +240,7 @@ func (c *testCase) timeout() int {
 	return t
 }
 
-func (c *testCase) lossy() bool { return c.loss > 0 || c.lossIn > 0 }
+func (c *testCase) lossy() bool { return c.loss > 0 || c.lossIn > 0 || c.madLoss }
 
 // both adds the case once per direction.
 func both(c testCase) []testCase {

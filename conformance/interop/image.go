@@ -48,6 +48,8 @@ var guestModules = []string{
 	"rdma_rxe", "smc", "smc_diag",
 	// Loss: netem on eth0, and on an ifb that eth0's ingress is redirected to.
 	"sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred",
+	// MAD loss: a prio qdisc whose MAD band (a u32 filter) is a netem.
+	"sch_prio", "cls_u32",
 }
 
 // iproute2Programs are the programs taken from iproute2 (the others need
