@@ -172,8 +172,30 @@ func cmCases() []testCase {
 	cs = append(cs, both(testCase{tool: rping, size: 64, iters: 20, mtu: 1024, chk: true, madLoss: true})...)
 	// Several connections (ucmatose) and UD endpoints (udaddy) at once.
 	cs = append(cs, both(testCase{tool: ucmatose, size: 1000, iters: 50, mtu: 1024, qps: 4})...)
-	return append(cs, both(testCase{tool: udaddy, size: 1000, iters: 50, mtu: 1024, qps: 3})...)
+	cs = append(cs, both(testCase{tool: udaddy, size: 1000, iters: 50, mtu: 1024, qps: 3})...)
+	// perftest -R: its channel and its test QP both connected through the
+	// RDMA CM, on the same port one after the other.
+	cs = append(cs, both(testCase{tool: ibSendBWCM, size: 65536, iters: 200, mtu: 1024})...)
+	return append(cs, both(testCase{tool: ibWriteLatCM, size: 2, iters: 200, mtu: 1024})...)
 }
+
+// perftestCM is a perftest tool run with -R: the exchanges go over an
+// RDMA CM connection on the test's port (rdma_cm's, so no TCP socket
+// listens there: the guest's server is seen in rdma res show cm_id), and
+// the test's QPs are connected through the CM too.
+func perftestCM(t *tool) *tool {
+	cp := *t
+	cp.name = t.name + " -R"
+	args := t.args
+	cp.args = func(c *testCase, port int) []string { return append(args(c, port), "-R") }
+	cp.guestListening = cmListening(func(port int) int { return port })
+	return &cp
+}
+
+var (
+	ibSendBWCM   = perftestCM(ibSendBW)
+	ibWriteLatCM = perftestCM(ibWriteLat)
+)
 
 // cmOnSMC picks the RDMA CM cases repeated on the 6.12 guest: rping at
 // -S 64 both ways.
