@@ -97,6 +97,7 @@ type cb struct {
 	remoteLen  uint32
 	wcs        []cq.WC
 	ctx        context.Context
+	live       context.Context // ctx, and cancelled when the connection ends (waitCtx)
 }
 
 const infoLen = 16
@@ -194,7 +195,7 @@ func (b *cb) wait() {
 				if cqu.Arm(false) {
 					continue
 				}
-				if err := cqu.Wait(b.ctx); err != nil {
+				if err := cqu.Wait(b.waitCtx()); err != nil {
 					select {
 					case <-b.conn.Done():
 						continue
@@ -216,6 +217,27 @@ func (b *cb) wait() {
 			return
 		}
 	}
+}
+
+// waitCtx is what a wait for a completion waits with: the run's context,
+// cancelled too when the connection ends, since the end may come after
+// the wait looked at Done and the flushes it causes were polled (a QP
+// moved to ERR by the peer's DREQ flushes before the CM says so), with
+// nothing left to complete.
+func (b *cb) waitCtx() context.Context {
+	if b.live == nil {
+		ctx, cancel := context.WithCancel(b.ctx)
+		done := b.conn.Done()
+		go func() {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		b.live = ctx
+	}
+	return b.live
 }
 
 // disconnected is rping's DISCONNECTED event.

@@ -121,7 +121,9 @@ func (l *cmLink) postRecv(c *rdmacm.Conn) error {
 	return err
 }
 
-// wait takes the next completion of ch, bounded by the timeout.
+// wait takes the next completion of ch, bounded by the timeout. A peer
+// that goes away moves the QP to ERR, which flushes the one receive (or
+// the SEND) waited for: the wait ends with its status.
 func (l *cmLink) wait(ch *cq.CQ) (*cq.WC, error) {
 	ctx := context.Background()
 	if l.timeout > 0 {
