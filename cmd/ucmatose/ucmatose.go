@@ -175,52 +175,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	if cfg.goroce.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.goroce.Timeout)
-		defer cancel()
-	}
-	devAddr := cfg.bind
-	if !devAddr.IsValid() && cfg.server.IsValid() {
-		a, err := cmtool.RouteSource(cfg.server)
-		if err != nil {
-			fmt.Fprintf(stderr, "cmatose: failure getting addr: %v\n", err)
-			return 1
-		}
-		devAddr = a
-	}
-	st, err := cfg.goroce.Open(devAddr)
-	if err != nil {
-		fmt.Fprintf(stderr, "ucmatose: %v\n", err)
-		return 1
-	}
-	var ret int
 	nodes := make([]*node, cfg.conns)
 	for i := range nodes {
 		nodes[i] = &node{}
 	}
-	if cfg.server.IsValid() {
-		ret = runClient(ctx, cfg, st, nodes, stdout)
-	} else {
-		ret = runServer(ctx, cfg, st, nodes, stdout, stderr)
-	}
-	fmt.Fprintln(stdout, "test complete")
-	for _, n := range nodes {
-		if n.conn != nil {
-			n.conn.Close()
-		}
-	}
-	st.Close(&cfg.goroce, stderr)
-	fmt.Fprintf(stdout, "return status %d\n", ret)
-	return ret & 0xff
-}
-
-// connectError prints a failed connection as cma_handler does and returns
-// its status.
-func connectError(stdout io.Writer, err error) int {
-	name, status := cmtool.EventName(err)
-	fmt.Fprintf(stdout, "cmatose: event: %s, error: %d\n", name, status)
-	return status
+	return cmtool.Example(ctx, "cmatose", "ucmatose", &cfg.goroce, cfg.bind, cfg.server, stdout, stderr,
+		func(ctx context.Context, st *cmtool.Stack) int {
+			if cfg.server.IsValid() {
+				return runClient(ctx, cfg, st, nodes, stdout)
+			}
+			return runServer(ctx, cfg, st, nodes, stdout, stderr)
+		},
+		func() {
+			for _, n := range nodes {
+				if n.conn != nil {
+					n.conn.Close()
+				}
+			}
+		})
 }
 
 func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node, stdout io.Writer) int {
@@ -253,7 +225,7 @@ func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node
 	ret := 0
 	for _, err := range errs {
 		if err != nil && ret == 0 {
-			ret = connectError(stdout, err)
+			ret = cmtool.PrintEvent(stdout, "cmatose", err)
 		}
 	}
 	if ret == 0 && cfg.count > 0 {
@@ -353,7 +325,7 @@ func runServer(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node
 		case d := <-results:
 			left--
 			if d.err != nil {
-				ret = connectError(stdout, d.err)
+				ret = cmtool.PrintEvent(stdout, "cmatose", d.err)
 			}
 		case <-ctx.Done():
 			return -1

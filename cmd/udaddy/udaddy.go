@@ -184,50 +184,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	if cfg.goroce.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.goroce.Timeout)
-		defer cancel()
-	}
-	devAddr := cfg.bind
-	if !devAddr.IsValid() && cfg.server.IsValid() {
-		a, err := cmtool.RouteSource(cfg.server)
-		if err != nil {
-			fmt.Fprintf(stderr, "udaddy: failure getting addr: %v\n", err)
-			return 1
-		}
-		devAddr = a
-	}
-	st, err := cfg.goroce.Open(devAddr)
-	if err != nil {
-		fmt.Fprintf(stderr, "udaddy: %v\n", err)
-		return 1
-	}
 	nodes := make([]*node, cfg.conns)
 	for i := range nodes {
 		nodes[i] = &node{}
 	}
-	var ret int
-	if cfg.server.IsValid() {
-		ret = runClient(ctx, cfg, st, nodes, stdout)
-	} else {
-		ret = runServer(ctx, cfg, st, nodes, stdout, stderr)
-	}
-	fmt.Fprintln(stdout, "test complete")
-	for _, n := range nodes {
-		if n.ep != nil {
-			n.ep.Close()
-		}
-	}
-	st.Close(&cfg.goroce, stderr)
-	fmt.Fprintf(stdout, "return status %d\n", ret)
-	return ret & 0xff
-}
-
-func resolveError(stdout io.Writer, err error) int {
-	name, status := cmtool.EventName(err)
-	fmt.Fprintf(stdout, "udaddy: event: %s, error: %d\n", name, status)
-	return status
+	return cmtool.Example(ctx, "udaddy", "udaddy", &cfg.goroce, cfg.bind, cfg.server, stdout, stderr,
+		func(ctx context.Context, st *cmtool.Stack) int {
+			if cfg.server.IsValid() {
+				return runClient(ctx, cfg, st, nodes, stdout)
+			}
+			return runServer(ctx, cfg, st, nodes, stdout, stderr)
+		},
+		func() {
+			for _, n := range nodes {
+				if n.ep != nil {
+					n.ep.Close()
+				}
+			}
+		})
 }
 
 func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node, stdout io.Writer) int {
@@ -258,7 +232,7 @@ func runClient(ctx context.Context, cfg *config, st *cmtool.Stack, nodes []*node
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return resolveError(stdout, err)
+			return cmtool.PrintEvent(stdout, "udaddy", err)
 		}
 	}
 	if cfg.count > 0 {

@@ -15,13 +15,16 @@
 package cmtool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/cmd/internal/getopt"
@@ -220,4 +223,58 @@ func EventName(err error) (string, int) {
 		return "RDMA_CM_EVENT_UNREACHABLE", -110 // -ETIMEDOUT
 	}
 	return "RDMA_CM_EVENT_CONNECT_ERROR", -22
+}
+
+// Example is the frame librdmacm's cmatose and udaddy share: the device on
+// bind (or, for a client, on the source of the route to server), the
+// body, "test complete", cleanup (the connections or endpoints), the
+// device closed (with --stats its counters), and "return status N". It
+// returns the exit status: the status's low byte, as the original's
+// return from main. orig is the original's name in its messages
+// ("cmatose"), name the program's in goroce's own.
+func Example(ctx context.Context, orig, name string, o *Options, bind, server netip.Addr, stdout, stderr io.Writer,
+	body func(context.Context, *Stack) int, cleanup func()) int {
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	devAddr := bind
+	if !devAddr.IsValid() && server.IsValid() {
+		a, err := RouteSource(server)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: failure getting addr: %v\n", orig, err)
+			return 1
+		}
+		devAddr = a
+	}
+	st, err := o.Open(devAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	ret := body(ctx, st)
+	fmt.Fprintln(stdout, "test complete")
+	cleanup()
+	st.Close(o, stderr)
+	fmt.Fprintf(stdout, "return status %d\n", ret)
+	return ret & 0xff
+}
+
+// Main runs a tool's run with the process's arguments and streams, its
+// context ended by SIGINT or SIGTERM, and exits with its status.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// PrintEvent prints a failed connection or resolution as cmatose's and
+// udaddy's CM handlers do ("PROG: event: NAME, error: N") and returns the
+// status.
+func PrintEvent(w io.Writer, prog string, err error) int {
+	name, status := EventName(err)
+	fmt.Fprintf(w, "%s: event: %s, error: %d\n", prog, name, status)
+	return status
 }
