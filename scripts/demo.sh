@@ -6,8 +6,11 @@
 # next to a raw-UDP baseline. Then SMC-R between two smcat processes on the
 # same addresses: a few MB echoed and checksummed, the connection as smcss
 # lists it while it is open, and the SMC messages of the client's capture
-# decoded by rocedump. Needs only the binaries `make build` made, and no
-# privileges (SMC-R runs in its unprivileged mode).
+# decoded by rocedump. Last, rping between two rping processes: the
+# connection made by goroce's RDMA CM over QP 1 (REQ, REP, RTU, then DREQ
+# and DREP), each message decoded by rocedump. Needs only the binaries
+# `make build` made, and no privileges (SMC-R runs in its unprivileged
+# mode).
 #
 # usage: scripts/demo.sh [OUTDIR]   (default out; DEMO_TIMEOUT=seconds, default 60)
 set -euo pipefail
@@ -18,8 +21,9 @@ perf=bin/roce-perf
 dump=bin/rocedump
 smcat=bin/smcat
 smcss=bin/smcss
+rping=bin/rping
 mkdir -p "$out"
-for b in "$perf" "$dump" "$smcat" "$smcss"; do
+for b in "$perf" "$dump" "$smcat" "$smcss" "$rping"; do
 	[[ -x $b ]] || { echo "demo: $b is missing: run 'make build' first" >&2; exit 1; }
 done
 
@@ -253,6 +257,50 @@ awk '/ smc CDC /  { cdc++ }
      / smc LLC /  { llc++ }
      /RDMA_WRITE/ { w++; if (match($0, /payload [0-9]+/)) wb += substr($0, RSTART + 8, RLENGTH - 8) }
      END { printf "     %d CDC, %d LLC, %d RDMA WRITE packets carrying %d bytes (both directions)\n", cdc, llc, w, wb }' "$out/smc-client.txt"
+
+# The RDMA CM part: librdmacm's rping on both sides, the server on
+# 127.0.0.1, the client on 127.0.0.2, each with a capture.
+echo
+echo "== rping through the RDMA CM: 127.0.0.2 (client) -> 127.0.0.1 (server), 10 pings of 64 bytes, verified"
+slog=$out/rping-server.log clog=$out/rping-client.log
+deadline=$((SECONDS + limit))
+"$rping" -s -d -V -a 127.0.0.1 -p 7999 -C 10 -S 64 --capture "$out/rping-server.pcapng" >"$slog" 2>&1 &
+spid=$!
+pids+=("$spid")
+until grep -q rdma_listen "$slog"; do
+	if ! kill -0 "$spid" 2>/dev/null; then
+		echo "demo: the rping server on 127.0.0.1 failed to start:" >&2
+		sed 's/^/  /' "$slog" >&2
+		exit 1
+	fi
+	((SECONDS < deadline)) || { echo "demo: the rping server did not start within ${limit}s" >&2; exit 1; }
+	sleep 0.1
+done
+"$rping" -c -v -V -a 127.0.0.1 -I 127.0.0.2 -p 7999 -C 10 -S 64 --stats --capture "$out/rping-client.pcapng" >"$clog" 2>&1 &
+cpid=$!
+pids+=("$cpid")
+src=0 crc=0
+await "$cpid" rping "$slog" "$clog" || crc=$?
+((crc == 0)) || kill "$spid" 2>/dev/null || true
+await "$spid" rping "$slog" "$clog" || src=$?
+if ((src != 0 || crc != 0)); then
+	echo "demo: rping failed (server exit $src, client exit $crc):" >&2
+	sed 's/^/  /' "$slog" "$clog" >&2
+	exit 1
+fi
+grep '^ping data' "$clog" | sed -n '1,2p;$p' | sed 's/^/   /'
+echo "   the client's CM counters (--stats): $(grep '^cm ' "$clog" | awk '{ printf "%s%s=%s", sep, $2, $3; sep = " " }')"
+# The server's capture: the client exits after its DREQ, as librdmacm's
+# does, so the DREP is in the server's only.
+cap=$out/rping-server.pcapng
+echo
+echo "== the CM's messages in the server's capture ($cap): MADs to and from QP 1"
+"$dump" -r "$cap" >"$out/rping-server.txt"
+grep ' CM ' "$out/rping-server.txt" | sed 's/^\([^ ]*\) \([^ ]*\) > \([^:]*\):.* CM /   \1 \2 > \3 /' | fold -s -w 150 | sed '2,$s/^\([^ ]\)/       \1/'
+"$dump" -r "$cap" -json | grep -m 1 '"CM REQ"' >"$out/rping-req.json"
+echo "   (the REQ, every field of the MAD, the CM message and its rdma_cm header, as rocedump -json decodes it: $out/rping-req.json)"
+total=$(wc -l <"$out/rping-server.txt")
+echo "   $total RoCE packets: $(grep -c ' CM ' "$out/rping-server.txt") MADs, the rest the pings' SENDs, READs, WRITEs and ACKs"
 
 echo
 echo "== done: logs and captures in $out/ (open the .pcapng files with rocedump or Wireshark)"

@@ -75,7 +75,8 @@ func (g *linkGroup) info() LinkGroupInfo {
 	}
 	i.Links = append(i.Links, GroupLink{
 		LinkInfo: LinkInfo{ID: l.id, LocalGID: g.st.gid.Addr(), PeerGID: l.peerGID.Addr().Unmap(),
-			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes()},
+			LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes(),
+			Path: g.st.pathTo(netip.AddrPortFrom(l.peerGID.Addr().Unmap(), g.peerPort))},
 		State: state, Conns: conns, UID: l.userID,
 	})
 	return i

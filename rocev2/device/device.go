@@ -87,6 +87,7 @@ type Device struct {
 	Counters Counters
 
 	qps      qpTable
+	gsi      gsiHook // QP 1's handler (gsi.go)
 	mrs      mrTable
 	atomicMu sync.Mutex // serializes atomics device-wide
 	pdSeq    atomic.Uint32

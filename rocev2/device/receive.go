@@ -268,7 +268,10 @@ func (d *Device) deliver(dg *backend.Incoming, pkt *rocev2.Packet) {
 		d.Counters.RcvdPKeyErr.Add(1)
 		return
 	}
-	h := d.qps.lookup(bth.DestQP())
+	h := d.gsiFor(bth.DestQP())
+	if h == nil {
+		h = d.qps.lookup(bth.DestQP())
+	}
 	if h == nil {
 		d.Counters.RcvdUnknownQP.Add(1)
 		return

@@ -192,6 +192,13 @@ func TestToolsProcesses(t *testing.T) {
 		{WriteLat, []string{"-n", "200", "-c", "UC"}, []int{2}, 200},
 		{ReadLat, []string{"-n", "200", "-s", "4096"}, []int{4096}, 200},
 		{ReadLat, []string{"-D", "2"}, []int{2}, 0},
+		// Through the RDMA CM: the channel (-z), and the QPs too (-R).
+		{SendBW, []string{"-n", "200", "-s", "4096", "-R"}, []int{4096}, 200},
+		{SendBW, []string{"-n", "200", "-s", "4096", "-R", "-q", "2"}, []int{4096}, 400},
+		{SendBW, []string{"-n", "200", "-s", "4096", "-z"}, []int{4096}, 200},
+		{ReadBW, []string{"-n", "200", "-s", "4096", "-o", "4", "-R"}, []int{4096}, 200},
+		{WriteLat, []string{"-n", "200", "-s", "64", "-R"}, []int{64}, 200},
+		{SendLat, []string{"-n", "200", "-R"}, []int{2}, 200},
 	} {
 		t.Run(tc.test.name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			bin := buildTool(t, tc.test, dir)
