@@ -255,7 +255,7 @@ type busyPollingDecorator struct {
 	busy BusyPoller
 }
 
-func (p *busyPollingDecorator) BeginBusyPoll() { p.busy.BeginBusyPoll() }
+func (p *busyPollingDecorator) BeginBusyPoll()    { p.busy.BeginBusyPoll() }
 func (p *busyPollingDecorator) EndBusyPoll() bool { return p.busy.EndBusyPoll() }
 
 func (p *pollingDecorator) Serve(drain func() bool) error { return p.inner.Serve(drain) }
