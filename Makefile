@@ -81,7 +81,7 @@ bench-smc-scale:
 demo: build
 	@./scripts/demo.sh $(OUT)
 
-## tshark-check: compare rocedump -json with tshark -T json on every bundled capture (needs tshark)
+## tshark-check: compare rocedump -json with tshark -T json on every bundled capture and on goroce's own RDMA CM captures (needs tshark)
 tshark-check: build
 	@./scripts/tshark-check.sh conformance/testdata/rxe/*.pcap
 
@@ -90,7 +90,10 @@ tshark-check: build
 interop:
 	$(GO) build -o bin/ ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pingpong \
 		./cmd/ib_send_bw ./cmd/ib_write_bw ./cmd/ib_read_bw ./cmd/ib_atomic_bw \
-		./cmd/ib_send_lat ./cmd/ib_write_lat ./cmd/ib_read_lat ./cmd/rocedump $(if $(wildcard cmd/smcat),./cmd/smcat)
+		./cmd/ib_send_lat ./cmd/ib_write_lat ./cmd/ib_read_lat ./cmd/rocedump ./cmd/rping ./cmd/ucmatose ./cmd/udaddy \
+		$(if $(wildcard cmd/smcat),./cmd/smcat) \
+		$(if $(wildcard cmd/smc-relay),./cmd/smc-relay ./cmd/roce-devinfo) \
+		$(if $(wildcard cmd/smcr),./cmd/smcr)
 	$(GO) run ./conformance/interop $(INTEROP_FLAGS)
 
 clean:

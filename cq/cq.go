@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxDepth is the largest CQ goroce creates (rxe's max_cqe).
@@ -33,6 +34,7 @@ var ErrClosed = errors.New("cq: closed")
 // Notify with what Push returned once it has released it (an OnEvent that
 // posts to the same QP would otherwise deadlock).
 type CQ struct {
+	id       uint32     // the CQ's number (cqn), for resource views
 	mu       sync.Mutex // protects everything below
 	ring     []WC
 	head     int // index of the oldest completion
@@ -74,6 +76,7 @@ func New(depth int, cfg Config) (*CQ, error) {
 		return nil, fmt.Errorf("cq: create: depth %d out of range 1..%d", depth, MaxDepth)
 	}
 	return &CQ{
+		id:      cqSeq.Add(1),
 		ring:    make([]WC, depth),
 		events:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -81,6 +84,14 @@ func New(depth int, cfg Config) (*CQ, error) {
 		onAsync: cfg.OnAsyncError,
 	}, nil
 }
+
+// cqSeq numbers the process's CQs: a CQ is no device's object (it may
+// serve QPs of several), so its number is the process's.
+var cqSeq atomic.Uint32
+
+// ID returns the CQ's number, unique in the process (rdma res show cq's
+// cqn).
+func (c *CQ) ID() uint32 { return c.id }
 
 // Depth returns the number of completions the CQ holds.
 func (c *CQ) Depth() int { return len(c.ring) }

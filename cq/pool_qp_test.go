@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -299,6 +300,11 @@ func TestManyQPsSharePooledCQs(t *testing.T) {
 			select {
 			case <-done:
 			case <-time.After(60 * time.Second): // hang guard only
+				buf := make([]byte, 1<<20)
+				t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+				for _, sd := range []*side{client, server} {
+					t.Logf("%v: %+v", sd.dev.LocalAddr(), sd.dev.Counters.Snapshot())
+				}
 				require.FailNow(t, "hang", "errors: %v", errs.get())
 			}
 			require.Empty(t, errs.get())

@@ -50,6 +50,27 @@ func (s Status) String() string {
 	return "IBV_WC_STATUS(" + strconv.Itoa(int(s)) + ")"
 }
 
+// statusTexts are libibverbs' ibv_wc_status_str, which rdma-core's tools
+// print ("Failed status remote invalid request error (9)").
+var statusTexts = [...]string{
+	"success", "local length error", "local QP operation error", "local EE context operation error",
+	"local protection error", "Work Request Flushed Error", "memory management operation error", "bad response error",
+	"local access error", "remote invalid request error", "remote access error", "remote operation error",
+	"transport retry counter exceeded", "RNR retry counter exceeded", "local RDD violation error",
+	"remote invalid RD request", "aborted error", "invalid EE context number",
+	"invalid EE context state", "fatal error", "response timeout error", "general error",
+	"TM error", "TM software rendezvous",
+}
+
+// Text returns the status as ibv_wc_status_str words it ("unknown" past
+// the last).
+func (s Status) Text() string {
+	if int(s) < len(statusTexts) {
+		return statusTexts[s]
+	}
+	return "unknown"
+}
+
 // OK reports whether the status is Success.
 func (s Status) OK() bool { return s == Success }
 

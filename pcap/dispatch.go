@@ -3,11 +3,13 @@ package pcap
 import (
 	"github.com/google/gopacket"
 
+	"github.com/goroce/goroce/rdmacm/cmwire"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
-// Layer type numbers: 1700-1719 RoCEv2, 1720-1739 SMC. gopacket reserves
+// Layer type numbers: 1700-1719 RoCEv2, 1720-1739 SMC, 1740-1749 MADs and
+// the CM. gopacket reserves
 // 1000-1999 for fast application layer types.
 
 // roceNextLayer chooses the decoder for the payload of a RoCEv2 packet with
@@ -16,8 +18,14 @@ import (
 // without immediate or invalidate) that smcwire.Classify recognises
 // decodes as LayerTypeSMCLLC or LayerTypeSMCCDC. The fragments of a SEND
 // larger than the path MTU (FIRST/MIDDLE/LAST) cannot be classified on
-// their own and stay gopacket.LayerTypePayload.
-func roceNextLayer(op rocev2.Opcode, payload []byte) gopacket.LayerType {
+// their own and stay gopacket.LayerTypePayload. A UD SEND_ONLY to QP 1
+// carries a MAD (LayerTypeMAD) when it is one MAD long.
+func roceNextLayer(op rocev2.Opcode, dqpn uint32, payload []byte) gopacket.LayerType {
+	if op == rocev2.UDSendOnly && dqpn == cmwire.GSIQPN {
+		if _, err := cmwire.ParseMAD(payload); err == nil {
+			return LayerTypeMAD
+		}
+	}
 	if op.Transport() == rocev2.TransportRC && op.Is(rocev2.OpSend|rocev2.OpFirst|rocev2.OpLast) {
 		switch smcwire.Classify(payload) {
 		case smcwire.KindCDC:

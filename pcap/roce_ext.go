@@ -11,7 +11,7 @@ import (
 type extLayer interface {
 	gopacket.DecodingLayer
 	gopacket.Layer
-	setOpcode(op rocev2.Opcode)
+	setOpcode(op rocev2.Opcode, dqpn uint32)
 	linkBTH(b *BTH)
 }
 
@@ -21,18 +21,19 @@ type extLayer interface {
 // reads it from the linked BTH decoded just before it.
 type extCtx struct {
 	op    rocev2.Opcode
+	dqpn  uint32 // the destination QP: QP 1's payload is a MAD
 	known bool
 	bth   *BTH
 }
 
-func (c *extCtx) setOpcode(op rocev2.Opcode) { c.op, c.known = op, true }
-func (c *extCtx) linkBTH(b *BTH)             { c.bth = b }
+func (c *extCtx) setOpcode(op rocev2.Opcode, dqpn uint32) { c.op, c.dqpn, c.known = op, dqpn, true }
+func (c *extCtx) linkBTH(b *BTH)                          { c.bth = b }
 
 // reset returns the context for a new decode: the link stays, the opcode is
 // the linked BTH's (if any).
 func (c extCtx) reset() extCtx {
 	if c.bth != nil {
-		return extCtx{op: c.bth.Opcode, known: true, bth: c.bth}
+		return extCtx{op: c.bth.Opcode, dqpn: c.bth.DestQP, known: true, bth: c.bth}
 	}
 	return extCtx{}
 }
@@ -44,7 +45,7 @@ func (c *extCtx) next(h rocev2.Headers, payload []byte) gopacket.LayerType {
 	if !c.known {
 		return gopacket.LayerTypePayload
 	}
-	return nextLayerAfter(c.op, h, payload)
+	return nextLayerAfter(c.op, c.dqpn, h, payload)
 }
 
 // split checks that data holds an n-byte header and points base at it.

@@ -68,13 +68,13 @@ var extKinds = [...]struct {
 // nextLayerAfter returns the layer that follows header after (0 for the
 // BTH) in a packet of opcode op: the next extended header the opcode
 // carries, or the payload's decoder as chosen by roceNextLayer.
-func nextLayerAfter(op rocev2.Opcode, after rocev2.Headers, payload []byte) gopacket.LayerType {
+func nextLayerAfter(op rocev2.Opcode, dqpn uint32, after rocev2.Headers, payload []byte) gopacket.LayerType {
 	for _, k := range extKinds {
 		if k.hdr > after && op.Has(k.hdr) {
 			return k.lt
 		}
 	}
-	return roceNextLayer(op, payload)
+	return roceNextLayer(op, dqpn, payload)
 }
 
 // BTH is the RoCEv2 Base Transport Header as a gopacket layer. Its
@@ -138,7 +138,7 @@ func (b *BTH) NextLayerType() gopacket.LayerType {
 	if b.pkt.Bytes() == nil { // not decoded
 		return gopacket.LayerTypeZero
 	}
-	return nextLayerAfter(b.Opcode, 0, b.pkt.Payload())
+	return nextLayerAfter(b.Opcode, b.DestQP, 0, b.pkt.Payload())
 }
 
 // Packet returns the rocev2 view of the decoded packet (BTH through ICRC),
@@ -255,11 +255,11 @@ func decodeBTH(data []byte, p gopacket.PacketBuilder) error {
 		if err := e.DecodeFromBytes(rest, p); err != nil {
 			return err
 		}
-		e.setOpcode(op)
+		e.setOpcode(op, b.DestQP)
 		p.AddLayer(e)
 		rest = e.LayerPayload()
 	}
-	return p.NextDecoder(roceNextLayer(op, b.pkt.Payload()))
+	return p.NextDecoder(roceNextLayer(op, b.DestQP, b.pkt.Payload()))
 }
 
 // DecodingLayers is a preallocated set of RoCEv2 layers for a

@@ -17,7 +17,7 @@ import (
 // wantChain is the layer chain from the BTH on for a packet of opcode op
 // with the given payload: BTH, the extended headers in wire order, then the
 // payload's decoder when there is a payload.
-func wantChain(op rocev2.Opcode, payload []byte) []gopacket.LayerType {
+func wantChain(op rocev2.Opcode, dqpn uint32, payload []byte) []gopacket.LayerType {
 	out := []gopacket.LayerType{LayerTypeBTH}
 	for _, k := range extKinds {
 		if op.Has(k.hdr) {
@@ -25,7 +25,7 @@ func wantChain(op rocev2.Opcode, payload []byte) []gopacket.LayerType {
 		}
 	}
 	if len(payload) > 0 {
-		out = append(out, roceNextLayer(op, payload))
+		out = append(out, roceNextLayer(op, dqpn, payload))
 	}
 	return out
 }
@@ -121,11 +121,11 @@ func assertLayersMatchViews(t *testing.T, p gopacket.Packet, pkt *rocev2.Packet,
 		if l.LayerType() != LayerTypeBTH {
 			continue
 		}
-		last := ls[i+len(wantChain(pkt.Opcode(), nil))-1]
+		last := ls[i+len(wantChain(pkt.Opcode(), pkt.BTH().DestQP(), nil))-1]
 		assert.Equal(t, pkt.Payload(), last.LayerPayload(), msg)
 	}
-	assert.Equal(t, wantChain(pkt.Opcode(), pkt.Payload()),
-		chainFrom(p, len(wantChain(pkt.Opcode(), pkt.Payload()))), msg)
+	chain := wantChain(pkt.Opcode(), pkt.BTH().DestQP(), pkt.Payload())
+	assert.Equal(t, chain, chainFrom(p, len(chain)), msg)
 }
 
 // Every frame of the kernel rxe captures decodes through gopacket exactly

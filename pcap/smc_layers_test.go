@@ -173,7 +173,7 @@ func TestRoceNextLayerSMC(t *testing.T) {
 		{rocev2.RCSendOnly, make([]byte, 44), gopacket.LayerTypePayload},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, roceNextLayer(tt.op, tt.payload), "%v %x", tt.op, tt.payload[:4])
+		assert.Equal(t, tt.want, roceNextLayer(tt.op, 0x11, tt.payload), "%v %x", tt.op, tt.payload[:4])
 	}
 }
 

@@ -6,8 +6,11 @@
 # next to a raw-UDP baseline. Then SMC-R between two smcat processes on the
 # same addresses: a few MB echoed and checksummed, the connection as smcss
 # lists it while it is open, and the SMC messages of the client's capture
-# decoded by rocedump. Needs only the binaries `make build` made, and no
-# privileges (SMC-R runs in its unprivileged mode).
+# decoded by rocedump. Last, rping between two rping processes: the
+# connection made by goroce's RDMA CM over QP 1 (REQ, REP, RTU, then DREQ
+# and DREP), each message decoded by rocedump. Needs only the binaries
+# `make build` made, and no privileges (SMC-R runs in its unprivileged
+# mode).
 #
 # usage: scripts/demo.sh [OUTDIR]   (default out; DEMO_TIMEOUT=seconds, default 60)
 set -euo pipefail
@@ -18,8 +21,9 @@ perf=bin/roce-perf
 dump=bin/rocedump
 smcat=bin/smcat
 smcss=bin/smcss
+rping=bin/rping
 mkdir -p "$out"
-for b in "$perf" "$dump" "$smcat" "$smcss"; do
+for b in "$perf" "$dump" "$smcat" "$smcss" "$rping"; do
 	[[ -x $b ]] || { echo "demo: $b is missing: run 'make build' first" >&2; exit 1; }
 done
 
@@ -124,6 +128,14 @@ awk '/^ #bytes/ { hdr = $0; getline; rows[++n] = $0 }
      END { print hdr; print rows[1] "  <- goroce"; print rows[2] "  <- raw UDP" }' "$out/perf-client.log"
 tail -n 1 "$out/perf-client.log"
 
+echo
+echo "== the same two processes over the shared-memory link (-backend shm): RDMA WRITE and 64 B SEND latency"
+echo "   (no socket between them: tcpdump on lo sees none of it; -backend udp is the default, -backend auto picks shm for goroce peers)"
+run_pair shm-write "-backend shm" "-backend shm -t write -D 1"
+tail -n 1 "$out/shm-write-client.log" | sed 's/^/   /'
+run_pair shm-lat "-backend shm" "-backend shm -lat -D 1"
+tail -n 1 "$out/shm-lat-client.log" | sed 's/^/   /'
+
 # The SMC-R part: its own run directory, so that smcss lists this demo's
 # processes only.
 smc_run=$out/run
@@ -139,6 +151,7 @@ rm -rf "$smc_run"
 head -c $((4 << 20)) /dev/urandom >"$data"
 size=$(wc -c <"$data")
 deadline=$((SECONDS + limit))
+: >"$slog"
 GOROCE_RUN_DIR=$smc_run "$smcat" "${smc_flags[@]}" --linger 5s -l --echo 127.0.0.1 0 2>"$slog" &
 spid=$!
 pids+=("$spid")
@@ -176,8 +189,8 @@ done
 sed -n 's/^smcat: /   /p' "$clog" | head -n 4
 echo
 echo "== $smcss -e and $smcss -R while the connection is open (each process publishes its SMC sockets)"
-"$smcss" -d "$smc_run" -e | sed 's/^/   /'
-"$smcss" -d "$smc_run" -R | sed 's/^/   /'
+"$smcss" --run-dir "$smc_run" -e | sed 's/^/   /'
+"$smcss" --run-dir "$smc_run" -R | sed 's/^/   /'
 touch "$release" # stdin's EOF: the client shuts down writing, the server follows
 src=0 crc=0
 await "$cpid" smcat "$slog" "$clog" || crc=$?
@@ -198,6 +211,36 @@ echo "== echo: $size bytes sent and back, checksums equal ($sent)"
 grep -h -E 'ended|link groups' "$clog" | sed 's/^smcat: /   client: /'
 grep -h -E 'ended|link groups' "$slog" | sed 's/^smcat: /   server: /'
 
+echo
+echo "== SMC-R over the shared-memory link: smcat -backend shm, 1 MiB echoed"
+head -c $((1 << 20)) /dev/urandom >"$out/smc-shm-data.bin"
+shm_flags=(-backend shm "${smc_flags[@]}")
+: >"$out/smc-shm-server.log"
+GOROCE_RUN_DIR=$smc_run "$smcat" "${shm_flags[@]}" --linger 1s -l --echo 127.0.0.1 0 2>"$out/smc-shm-server.log" &
+spid=$!
+pids+=("$spid")
+deadline=$((SECONDS + limit))
+until grep -q 'listening on' "$out/smc-shm-server.log"; do
+	kill -0 "$spid" 2>/dev/null || { echo "demo: the smcat server (shm) failed to start:" >&2; sed 's/^/  /' "$out/smc-shm-server.log" >&2; exit 1; }
+	((SECONDS < deadline)) || { echo "demo: the smcat server (shm) did not start within ${limit}s" >&2; exit 1; }
+	sleep 0.1
+done
+port=$(sed -n 's/.*listening on [0-9.]*:\([0-9][0-9]*\).*/\1/p' "$out/smc-shm-server.log")
+GOROCE_RUN_DIR=$smc_run "$smcat" "${shm_flags[@]}" --linger 1s -s 127.0.0.2 127.0.0.1 "$port" \
+	<"$out/smc-shm-data.bin" >"$out/smc-shm-echo.bin" 2>"$out/smc-shm-client.log" &
+cpid=$!
+pids+=("$cpid")
+src=0 crc=0
+await "$cpid" "smcat (shm)" "$out/smc-shm-server.log" "$out/smc-shm-client.log" || crc=$?
+await "$spid" "smcat (shm)" "$out/smc-shm-server.log" "$out/smc-shm-client.log" || src=$?
+if ((src != 0 || crc != 0)) || [[ $(sum "$out/smc-shm-data.bin") != $(sum "$out/smc-shm-echo.bin") ]]; then
+	echo "demo: smcat over shm failed (server exit $src, client exit $crc, or the echo differs):" >&2
+	sed 's/^/  /' "$out/smc-shm-server.log" "$out/smc-shm-client.log" >&2
+	exit 1
+fi
+grep -h -E 'SMC-R|link 1:' "$out/smc-shm-client.log" | sed 's/^smcat: /   /'
+echo "   1 MiB sent and back, checksums equal"
+
 cap=$out/smc-client.pcapng
 echo
 echo "== SMC messages in the client's capture ($cap; CLC is TCP, so not in a RoCE capture)"
@@ -214,6 +257,50 @@ awk '/ smc CDC /  { cdc++ }
      / smc LLC /  { llc++ }
      /RDMA_WRITE/ { w++; if (match($0, /payload [0-9]+/)) wb += substr($0, RSTART + 8, RLENGTH - 8) }
      END { printf "     %d CDC, %d LLC, %d RDMA WRITE packets carrying %d bytes (both directions)\n", cdc, llc, w, wb }' "$out/smc-client.txt"
+
+# The RDMA CM part: librdmacm's rping on both sides, the server on
+# 127.0.0.1, the client on 127.0.0.2, each with a capture.
+echo
+echo "== rping through the RDMA CM: 127.0.0.2 (client) -> 127.0.0.1 (server), 10 pings of 64 bytes, verified"
+slog=$out/rping-server.log clog=$out/rping-client.log
+deadline=$((SECONDS + limit))
+"$rping" -s -d -V -a 127.0.0.1 -p 7999 -C 10 -S 64 --capture "$out/rping-server.pcapng" >"$slog" 2>&1 &
+spid=$!
+pids+=("$spid")
+until grep -q rdma_listen "$slog"; do
+	if ! kill -0 "$spid" 2>/dev/null; then
+		echo "demo: the rping server on 127.0.0.1 failed to start:" >&2
+		sed 's/^/  /' "$slog" >&2
+		exit 1
+	fi
+	((SECONDS < deadline)) || { echo "demo: the rping server did not start within ${limit}s" >&2; exit 1; }
+	sleep 0.1
+done
+"$rping" -c -v -V -a 127.0.0.1 -I 127.0.0.2 -p 7999 -C 10 -S 64 --stats --capture "$out/rping-client.pcapng" >"$clog" 2>&1 &
+cpid=$!
+pids+=("$cpid")
+src=0 crc=0
+await "$cpid" rping "$slog" "$clog" || crc=$?
+((crc == 0)) || kill "$spid" 2>/dev/null || true
+await "$spid" rping "$slog" "$clog" || src=$?
+if ((src != 0 || crc != 0)); then
+	echo "demo: rping failed (server exit $src, client exit $crc):" >&2
+	sed 's/^/  /' "$slog" "$clog" >&2
+	exit 1
+fi
+grep '^ping data' "$clog" | sed -n '1,2p;$p' | sed 's/^/   /'
+echo "   the client's CM counters (--stats): $(grep '^cm ' "$clog" | awk '{ printf "%s%s=%s", sep, $2, $3; sep = " " }')"
+# The server's capture: the client exits after its DREQ, as librdmacm's
+# does, so the DREP is in the server's only.
+cap=$out/rping-server.pcapng
+echo
+echo "== the CM's messages in the server's capture ($cap): MADs to and from QP 1"
+"$dump" -r "$cap" >"$out/rping-server.txt"
+grep ' CM ' "$out/rping-server.txt" | sed 's/^\([^ ]*\) \([^ ]*\) > \([^:]*\):.* CM /   \1 \2 > \3 /' | fold -s -w 150 | sed '2,$s/^\([^ ]\)/       \1/'
+"$dump" -r "$cap" -json | grep -m 1 '"CM REQ"' >"$out/rping-req.json"
+echo "   (the REQ, every field of the MAD, the CM message and its rdma_cm header, as rocedump -json decodes it: $out/rping-req.json)"
+total=$(wc -l <"$out/rping-server.txt")
+echo "   $total RoCE packets: $(grep -c ' CM ' "$out/rping-server.txt") MADs, the rest the pings' SENDs, READs, WRITEs and ACKs"
 
 echo
 echo "== done: logs and captures in $out/ (open the .pcapng files with rocedump or Wireshark)"

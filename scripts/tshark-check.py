@@ -8,8 +8,17 @@ against the field tshark (Wireshark's InfiniBand dissector) decodes from the
 same frame. tshark does not verify the ICRC, so icrc_ok is not compared;
 tshark prints the ICRC as a big-endian number of the trailer bytes, rocedump
 the value read least-significant byte first: the check swaps one of them.
+A MAD (a UD SEND to QP 1) is compared too: its common header, and the CM
+message's fields Wireshark decodes (REQ with the rdma_cm header of its
+private data, REP, RTU, REJ, DREQ, DREP; Wireshark 4.0 has no fields for
+MRA and SIDR). Wireshark 4.0 reads a REQ path's flow label as 24 bits, so
+that it shows the label shifted right by 8, and its packet rate from the
+first byte of the flow label: those two are compared as Wireshark computes
+them from the bytes, and rocedump's packet rate is not compared.
 Exits 1 on any disagreement.
 """
+import ipaddress
+import re
 import json
 import subprocess
 import sys
@@ -36,6 +45,8 @@ def flat(layers):
 
 
 def num(v):
+    if ":" in v:  # bytes, as Wireshark shows ImmDt: big-endian
+        return int(v.replace(":", ""), 16)
     return int(v, 0)
 
 
@@ -96,6 +107,127 @@ def tshark_view(f):
     return v
 
 
+MAD_HEADER = {"baseversion": "base_version", "mgmtclass": "mgmt_class", "classversion": "class_version",
+              "method": "method", "status": "status", "classspecific": "class_specific",
+              "transactionid": "tid", "attributeid": "attr_id", "attributemodifier": "attr_mod"}
+
+# tshark field (after "infiniband.cm.") -> rocedump key under mad.cm ("" for
+# the message's first field, whose name is the message's).
+CM_FIELDS = {
+    0x10: {"req": "local_comm_id", "req.serviceid": "service_id", "req.localcaguid": "local_ca_guid",
+           "req.localqkey": "local_qkey", "req.localqpn": "local_qpn", "req.responderres": "responder_resources",
+           "req.localeecn": "local_eecn", "req.initdepth": "initiator_depth", "req.remoteeecn": "remote_eecn",
+           "req.remoteresptout": "remote_cm_response_timeout", "req.transpsvctype": "transport_type",
+           "req.e2eflowctrl": "flow_control", "req.startpsn": "starting_psn",
+           "req.localresptout": "local_cm_response_timeout", "req.retrcount": "retry_count", "req.pkey": "pkey",
+           "req.pppmtu": "path_mtu", "req.rdcexist": "rdc_exists", "req.rnrretrcount": "rnr_retry_count",
+           "req.maxcmretr": "max_cm_retries", "req.srq": "srq", "req.ext_transport": "ext_transport_type",
+           "req.prim_locallid": "primary_path.local_lid", "req.prim_remotelid": "primary_path.remote_lid",
+           "req.prim_localgid": "primary_path.local_gid", "req.prim_localgid_ipv4": "primary_path.local_gid",
+           "req.prim_remotegid": "primary_path.remote_gid", "req.prim_remotegid_ipv4": "primary_path.remote_gid",
+           "req.prim_tfcclass": "primary_path.traffic_class", "req.prim_hoplim": "primary_path.hop_limit",
+           "req.prim_sl": "primary_path.sl", "req.prim_subnetlocal": "primary_path.subnet_local",
+           "req.prim_localacktout": "primary_path.local_ack_timeout",
+           "req.alt_locallid": "alternate_path.local_lid", "req.alt_remotelid": "alternate_path.remote_lid",
+           "req.alt_localgid": "alternate_path.local_gid", "req.alt_remotegid": "alternate_path.remote_gid",
+           "req.alt_tfcclass": "alternate_path.traffic_class", "req.alt_hoplim": "alternate_path.hop_limit",
+           "req.alt_sl": "alternate_path.sl", "req.alt_subnetlocal": "alternate_path.subnet_local",
+           "req.alt_localacktout": "alternate_path.local_ack_timeout"},
+    0x12: {"rej.localcommid": "local_comm_id", "rej.remotecommid": "remote_comm_id", "rej.msgrej": "message_rejected",
+           "rej.rejinfolen": "ari_length", "rej.reason": "reason", "rej.ari": "ari", "rej.private": "private_data"},
+    0x13: {"rep": "local_comm_id", "rep.remotecommid": "remote_comm_id", "rep.localqkey": "local_qkey",
+           "rep.localqpn": "local_qpn", "rep.localeecn": "local_eecn", "rep.startpsn": "starting_psn",
+           "rep.respres": "responder_resources", "rep.initdepth": "initiator_depth",
+           "rep.tgtackdelay": "target_ack_delay", "rep.failoveracc": "failover", "rep.e2eflowctrl": "flow_control",
+           "rep.rnrretrcount": "rnr_retry_count", "rep.srq": "srq", "rep.localcaguid": "local_ca_guid",
+           "rep.private": "private_data"},
+    0x14: {"rtu.localcommid": "local_comm_id", "rtu.remotecommid": "remote_comm_id", "rtu.private": "private_data"},
+    0x15: {"dreq.localcommid": "local_comm_id", "dreq.remotecommid": "remote_comm_id",
+           "req.remoteqpneecn": "remote_qpn_eecn", "dreq.private": "private_data"},
+    0x16: {"drsp.localcommid": "local_comm_id", "drsp.remotecommid": "remote_comm_id", "drsp.private": "private_data"},
+}
+
+CMA_FIELDS = {"ipv": "ip_version", "sport": "port", "sip4": "src", "dip4": "dst", "sip6": "src", "dip6": "dst"}
+
+
+def norm(v):
+    """A value of either side in one form: ints, addresses, bytes as hex."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        if re.fullmatch(r"0x[0-9a-fA-F]+|[0-9]{1,20}", v):
+            return int(v, 0) if v.startswith("0x") else int(v)
+        try:
+            a = ipaddress.ip_address(v)
+            if a.version == 6 and a.ipv4_mapped:
+                a = a.ipv4_mapped
+            return str(a)
+        except ValueError:
+            pass
+        h = v.replace(":", "")
+        try:
+            b = bytes.fromhex(h)
+            if len(b) == 16:  # a GID as bytes: an address
+                return norm(str(ipaddress.ip_address(b)))
+            return h.lower()
+        except ValueError:
+            return v
+    return v
+
+
+def dig(o, path):
+    for k in path.split("."):
+        if not isinstance(o, dict) or k not in o:
+            return None
+        o = o[k]
+    return o
+
+
+def compare_mad(where, f, mad):
+    """Disagreements between tshark's MAD fields in frame f and rocedump's mad object."""
+    bad = []
+    if mad is None:
+        return [f"{where}: tshark decodes a MAD, rocedump does not"]
+    for tk, rk in MAD_HEADER.items():
+        w, g = norm(f["infiniband.mad." + tk]), norm(mad.get(rk))
+        if w != g:
+            bad.append(f"{where}: mad {rk}: rocedump {g!r} tshark {w!r}")
+    attr = norm(f["infiniband.mad.attributeid"])
+    cm = mad.get("cm") or {}
+    for tk, rk in CM_FIELDS.get(attr, {}).items():
+        if "infiniband.cm." + tk not in f:
+            continue
+        w, g = norm(f["infiniband.cm." + tk]), norm(dig(cm, rk))
+        if w != g:
+            bad.append(f"{where}: mad.cm {rk}: rocedump {g!r} tshark {w!r}")
+    if attr == 0x10:
+        for path in ("prim", "alt"):
+            key = "primary_path" if path == "prim" else "alternate_path"
+            fl = dig(cm, key + ".flow_label")
+            t_fl, t_rate = f.get(f"infiniband.cm.req.{path}_flowlabel"), f.get(f"infiniband.cm.req.{path}_pktrate")
+            if t_fl is None or fl is None:
+                continue
+            # Wireshark 4.0's reading: 24 bits from the label's first byte.
+            if norm(t_fl) != fl >> 8 or norm(t_rate) != (fl >> 12) & 0x3F:
+                bad.append(f"{where}: mad.cm {key}.flow_label {fl:#x}: tshark shows {t_fl}/{t_rate}")
+        cma = mad.get("rdma_cm")
+        if "infiniband.cm.req.ip_cm" in f:
+            if cma is None:
+                bad.append(f"{where}: tshark decodes the rdma_cm header, rocedump does not")
+            else:
+                ver = (norm(f["infiniband.cm.req.ip_cm.majv"]) << 4) | norm(f["infiniband.cm.req.ip_cm.minv"])
+                if ver != cma.get("cma_version"):
+                    bad.append(f"{where}: rdma_cm version: rocedump {cma.get('cma_version')} tshark {ver}")
+                for tk, rk in CMA_FIELDS.items():
+                    if "infiniband.cm.req.ip_cm." + tk in f:
+                        w, g = norm(f["infiniband.cm.req.ip_cm." + tk]), norm(cma.get(rk))
+                        if w != g:
+                            bad.append(f"{where}: rdma_cm {rk}: rocedump {g!r} tshark {w!r}")
+    return bad
+
+
 def main():
     rocedump, files = sys.argv[1], sys.argv[2:]
     bad = checked = 0
@@ -124,7 +256,14 @@ def main():
                 if g != w:
                     print(f"{path} frame {n}: {k}: rocedump {g!r} tshark {w!r}")
                     bad += 1
-            extra = set(got) - set(want) - {"frame", "opname", "icrc_ok", "smc", "icrc"}
+            if "infiniband.mad" in frames[n]:
+                for m in compare_mad(f"{path} frame {n}", frames[n], got.get("mad")):
+                    print(m)
+                    bad += 1
+            elif "mad" in got:
+                print(f"{path} frame {n}: rocedump decodes a MAD that tshark does not")
+                bad += 1
+            extra = set(got) - set(want) - {"frame", "opname", "icrc_ok", "smc", "icrc", "mad"}
             for k in extra:
                 print(f"{path} frame {n}: rocedump has {k} that tshark does not decode")
                 bad += 1

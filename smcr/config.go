@@ -118,9 +118,10 @@ type Config struct {
 	// 255, SMC's maximum). The CQ-pooling experiment used 32.
 	MaxConnsPerLinkGroup int
 	// LinkGroupLinger is how long a server's link group without
-	// connections stays up for reuse (0: 10 minutes, as Linux); a client's
-	// stays longer (10 s, as Linux, or for a linger under 20 s half of it
-	// but at least 1 s), so that the server ends it.
+	// connections stays up for reuse (0: DefaultLinkGroupLinger); a
+	// client's stays longer (10 s, as Linux, or for a linger under 20 s
+	// half of it but at least 1 s), so that the server ends it. WaitIdle
+	// waits for it.
 	LinkGroupLinger time.Duration
 	// TestLinkInterval is how long a link stays idle before a TEST_LINK
 	// checks it (0: 30 s, Linux's default; negative: never).
@@ -151,6 +152,15 @@ type Config struct {
 	// (failed, deleted, or with its group). It is called on the group's
 	// goroutines, with no lock held, and must return soon.
 	OnLink func(LinkEvent)
+
+	// BusyPoll is how long a Read that finds nothing to read polls the
+	// device from its own goroutine before it sleeps (Linux's busy_read,
+	// SO_BUSY_POLL; 0: never, as Linux by default). The data then needs
+	// no hand-off from the device's receive goroutine: lower latency for
+	// a processor spent looking. Only a backend that receives without a
+	// system call is polled (the shared-memory link); one Read per device
+	// polls at a time.
+	BusyPoll time.Duration
 
 	// Backend, if set, opens the backend of the goroce device when a
 	// listener or dialer of this Config opens it, on the device's address
@@ -183,12 +193,24 @@ type testHooks struct {
 	addrAssigned   func(netip.Addr) bool
 }
 
+// Link group lingers. Linux keeps an unused link group 10 minutes: its
+// kernel outlives any program. A goroce group lives in its process, whose
+// end (WaitIdle before exit, so that peers see DELETE_LINK) would wait
+// that long; so the default is short, and reconnecting after it costs a
+// first contact (a few round trips), not a failure.
+const (
+	// DefaultLinkGroupLinger is LinkGroupLinger's default: a client's
+	// group ends within 15 s of its last connection.
+	DefaultLinkGroupLinger = 10 * time.Second
+	// LinuxLinkGroupLinger is Linux's (SMC_LGR_FREE_DELAY_SERV).
+	LinuxLinkGroupLinger = 10 * time.Minute
+)
+
 const (
 	defaultBufSize         = 64 << 10
 	minBufSize             = 16 << 10
 	maxBufSize             = 1 << 20
 	defaultMaxConns        = 255
-	defaultLinger          = 10 * time.Minute
 	defaultTestLink        = 30 * time.Second
 	defaultHandshakeWait   = 6 * time.Second
 	defaultProposalWait    = 2 * time.Second
@@ -219,7 +241,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("smcr: MaxConnsPerLinkGroup %d out of range 1..%d", c.MaxConnsPerLinkGroup, defaultMaxConns)
 	}
 	if c.LinkGroupLinger <= 0 {
-		c.LinkGroupLinger = defaultLinger
+		c.LinkGroupLinger = DefaultLinkGroupLinger
 	}
 	if c.TestLinkInterval == 0 {
 		c.TestLinkInterval = defaultTestLink

@@ -37,6 +37,7 @@ var (
 // newFallback returns a fallback connection over tcp, with the reason.
 func newFallback(tcp *net.TCPConn, sig *tcpopt.Signaller, info ConnInfo, diag smcwire.DiagCode, by string) *Conn {
 	info.Mode, info.Fallback, info.FallbackBy = ModeFallback, diag, by
+	stats.countFallback(info.Role == "server", diag)
 	c := &Conn{tcp: tcp, sig: sig, info: info}
 	track(c)
 	return c

@@ -17,9 +17,11 @@ import (
 
 // Transfers of every size across every wrap of the buffers, in both
 // directions at once (concurrent Read and Write), byte-exact.
-func TestTransferSizes(t *testing.T) {
+func TestTransferSizes(t *testing.T) { testTransferSizes(t, nil) }
+
+func testTransferSizes(t *testing.T, mod func(*smcr.Config)) {
 	noLeaks(t)
-	p := newPair(t, nil)
+	p := newPair(t, mod)
 	sizes := []int{1, 100, 1023, 4096, 4097, 65535, 65536, 65537, 200003, 1 << 20}
 	if !testing.Short() {
 		sizes = append(sizes, 16<<20)

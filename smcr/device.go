@@ -26,6 +26,7 @@ import (
 type smcDevice struct {
 	key    netip.AddrPort
 	dev    *device.Device
+	be     backend.Backend // as opened, before Config.WrapBackend
 	cqs    cq.Allocator
 	design CQDesign
 	gid    device.GID // index 1: the RoCEv2 GID of the device's address
@@ -97,7 +98,7 @@ func openDevice(key netip.AddrPort, cfg *Config) (*smcDevice, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smcr: open the goroce device on %v (is another process using that address and port?): %w", key, err)
 	}
-	d := &smcDevice{key: key, design: cfg.CQ, links: map[uint32]*link{}, downHold: deviceDownHold}
+	d := &smcDevice{key: key, be: be, design: cfg.CQ, links: map[uint32]*link{}, downHold: deviceDownHold}
 	if cfg.hooks.deviceDownHold > 0 {
 		d.downHold = cfg.hooks.deviceDownHold
 	}
@@ -123,7 +124,27 @@ func openDevice(key netip.AddrPort, cfg *Config) (*smcDevice, error) {
 	d.cqs = cfg.CQ.NewAllocator(dev, d.onOrphan)
 	d.gid, _ = dev.GID(1)
 	d.mac = dev.MAC()
+	d.publish()
 	return d, nil
+}
+
+// pathTo says how the device reaches the device at dst: the backend's own
+// word where it has one (the shared-memory link's LinkTo), else "udp" for
+// a UDP socket.
+func (d *smcDevice) pathTo(dst netip.AddrPort) string {
+	if l, ok := d.be.(interface{ LinkTo(netip.AddrPort) string }); ok {
+		p := l.LinkTo(dst)
+		if f, ok := d.be.(interface{ Fallback() backend.Backend }); ok && p == "fallback" {
+			if _, ok := f.Fallback().(*udp.Backend); ok {
+				return "udp"
+			}
+		}
+		return p
+	}
+	if _, ok := d.be.(*udp.Backend); ok {
+		return "udp"
+	}
+	return ""
 }
 
 // openUDP is the default backend: a UDP socket on the device's address.

@@ -16,6 +16,9 @@ type DeviceStats struct {
 	CQ cq.PoolStats
 	// Design names the device's completion design (CQDesign.String).
 	Design string
+	// BusyPolled is the datagrams that busy-polling Reads took from the
+	// device themselves (Config.BusyPoll): the device's busy_polled_pkts.
+	BusyPolled uint64
 	// LinkGroups is how many link groups have a link on the device,
 	// lingering ones included.
 	LinkGroups int
@@ -35,5 +38,8 @@ func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
 	if d == nil {
 		return DeviceStats{}, false
 	}
-	return DeviceStats{CQ: d.cqs.Stats(), Design: d.design.String(), LinkGroups: d.linkGroups()}, true
+	return DeviceStats{
+		CQ: d.cqs.Stats(), Design: d.design.String(), LinkGroups: d.linkGroups(),
+		BusyPolled: d.dev.Counters.BusyPolledPkts.Load(),
+	}, true
 }

@@ -92,6 +92,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 			sig.Forget(tc)
 		}
 		tc.Close()
+		stats.countHandshakeError(false)
 		return nil, err
 	}
 	c := &Conn{tcp: tc, sig: sig, info: info}

@@ -245,6 +245,7 @@ func (h *handshake) finishConn(c *Conn) {
 	}
 	c.info.FirstContact = h.first
 	c.info.PeerHost = h.g.peerHost
+	stats.countConnected(h.role == roleServer, h.v2)
 	track(c)
 	c.watchTCP()
 	h.sc.follow()
@@ -285,18 +286,43 @@ func (h *handshake) waitCLC(what string, wait time.Duration) (smcwire.CLC, error
 	return m, nil
 }
 
-// ipArea returns the v1 IP area of a device address: its subnet and prefix
-// length on the host's interface (/32, or /128, when none has it).
+// ipArea returns the v1 IP area of a device address: the subnet and
+// prefix length of the host's interface address that covers it, as
+// Linux's smc_clc_prfx_set takes the interface address whose prefix
+// matches (inet_ifa_match), not only the one equal to it: 127.0.0.2,
+// on no interface itself, is on lo's 127.0.0.0/8. An address no
+// interface covers is its own subnet (/32, or /128).
 func ipArea(a netip.Addr) *smcwire.IPArea {
-	bits := a.BitLen()
+	return ipAreaOf(a, interfacePrefixes())
+}
+
+// interfacePrefixes lists the host's interface addresses with their
+// prefixes.
+func interfacePrefixes() []netip.Prefix {
+	var ps []netip.Prefix
 	if ifs, err := net.InterfaceAddrs(); err == nil {
 		for _, ia := range ifs {
 			if n, ok := ia.(*net.IPNet); ok {
-				if p, ok := netip.AddrFromSlice(n.IP); ok && p.Unmap() == a {
-					ones, _ := n.Mask.Size()
-					bits = ones
+				ones, _ := n.Mask.Size()
+				if p, ok := netip.AddrFromSlice(n.IP); ok {
+					ps = append(ps, netip.PrefixFrom(p.Unmap(), ones))
 				}
 			}
+		}
+	}
+	return ps
+}
+
+// ipAreaOf is ipArea among the interface prefixes ps: an exact address
+// first, else the longest prefix that contains a.
+func ipAreaOf(a netip.Addr, ps []netip.Prefix) *smcwire.IPArea {
+	bits, best := a.BitLen(), -1
+	for _, p := range ps {
+		switch {
+		case p.Addr() == a:
+			bits, best = p.Bits(), a.BitLen()+1 // an exact match beats any cover
+		case p.Bits() > best && p.Contains(a):
+			bits, best = p.Bits(), p.Bits()
 		}
 	}
 	pfx, _ := a.Prefix(bits)

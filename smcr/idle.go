@@ -27,9 +27,10 @@ func stackClosed() {
 // every listener closed, every SMC-R connection closed and done closing
 // with its peer, and every link group ended (after its linger,
 // Config.LinkGroupLinger, with DELETE_LINK) or failed. (Fallback
-// connections hold no device.) A program that exits after WaitIdle leaves
-// its peers no connection or link group to time out. It returns ctx's
-// error if ctx ends first.
+// connections hold no device.) With the default linger that is within
+// 15 s of the last connection's close (DefaultLinkGroupLinger). A program
+// that exits after WaitIdle leaves its peers no connection or link group
+// to time out. It returns ctx's error if ctx ends first.
 func WaitIdle(ctx context.Context) error {
 	for {
 		idle.Lock()

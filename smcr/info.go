@@ -95,6 +95,10 @@ type LinkInfo struct {
 	// received.
 	Conns          int
 	TxMsgs, RxMsgs uint64
+	// Path is how the device reaches the peer's: "udp" (datagrams on a
+	// socket), "shm" (the shared-memory link), or the backend's own word
+	// where it says (rocev2/backend/shm's LinkTo); "" when it does not.
+	Path string
 }
 
 // LinkEvent is a link coming or going (Config.OnLink).

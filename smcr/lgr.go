@@ -133,6 +133,21 @@ func (t lgrType) String() string {
 	return "NONE"
 }
 
+// short is smc-tools' name of the type (smcr linkgroup's LG-Type).
+func (t lgrType) short() string {
+	switch t {
+	case lgrSingle:
+		return "SINGLE"
+	case lgrSymmetric:
+		return "SYM"
+	case lgrAsymPeer:
+		return "ASYMP"
+	case lgrAsymLocal:
+		return "ASYML"
+	}
+	return "NONE"
+}
+
 // llcIn is an LLC message the current flow may wait for, and the link it
 // came on.
 type llcIn struct {
@@ -430,6 +445,7 @@ func (g *linkGroup) activeLinksLocked() int {
 // receive is a message the link received, on the receive goroutine: a CDC
 // goes to its connection, an LLC message to its flow or the worker.
 func (g *linkGroup) receive(l *link, msg []byte) {
+	stats.countLinkMsg(isCDC(msg), false)
 	switch smcwire.Classify(msg) {
 	case smcwire.KindCDC:
 		cdc, err := smcwire.ParseCDC(msg)
@@ -664,5 +680,6 @@ func (g *linkGroup) linkInfoLocked(l, cur *link) LinkInfo {
 	return LinkInfo{ID: l.id, LocalGID: l.dev.gid.Addr(), PeerGID: l.peerGID.Addr().Unmap(),
 		LocalQPN: l.qp.QPN(), PeerQPN: l.peerQPN, MTU: l.mtu.Bytes(), State: l.linkState().String(),
 		Device: l.dev.key, InUse: l == cur, Asymmetric: l.asym, UserID: l.userID, PeerUserID: l.peerUserID,
-		Conns: int(l.conns.Load()), TxMsgs: l.txMsgs.Load(), RxMsgs: l.rxMsgs.Load()}
+		Conns: int(l.conns.Load()), TxMsgs: l.txMsgs.Load(), RxMsgs: l.rxMsgs.Load(),
+		Path: l.dev.pathTo(netip.AddrPortFrom(l.peerGID.Addr().Unmap(), g.peerPort))}
 }

@@ -16,9 +16,11 @@ import (
 // 200 connections at once from one client to one server share one link
 // group (the first builds it, the others CONFIRM_RKEY their RMBs on it and
 // DELETE_RKEY them when they end), and each carries its own data.
-func TestManyConnectionsShareALinkGroup(t *testing.T) {
+func TestManyConnectionsShareALinkGroup(t *testing.T) { testManyConnectionsShareALinkGroup(t, nil) }
+
+func testManyConnectionsShareALinkGroup(t *testing.T, mod func(*smcr.Config)) {
 	noLeaks(t)
-	p := newPair(t, nil)
+	p := newPair(t, mod)
 	const conns = 200
 	var wg sync.WaitGroup
 	type pairc struct{ c, s net.Conn }

@@ -342,12 +342,18 @@ func (l *link) buildSend(w *qp.SendWR, s *txSlot, msg []byte) {
 // post posts wrs, the last of them slot s's SEND; a failed post takes the
 // link down and gives s back.
 func (l *link) post(s *txSlot, wrs []qp.SendWR) error {
+	m := wrs[len(wrs)-1].Inline
+	if m == nil {
+		m = s.buf
+	}
+	cdc := isCDC(m) // before the post: once posted, the slot (msg) may be reused at once
 	if _, err := l.qp.PostSend(wrs); err != nil {
 		l.release(s)
 		l.fail(fmt.Errorf("smcr: post to the link's QP: %w", err))
 		return l.downErr
 	}
 	l.txMsgs.Add(1)
+	stats.countLinkMsg(cdc, true)
 	return nil
 }
 

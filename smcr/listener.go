@@ -228,6 +228,7 @@ func (l *Listener) serve(tc *net.TCPConn) *Conn {
 			l.sig.Forget(tc)
 		}
 		tc.Close()
+		stats.countHandshakeError(true)
 		return nil
 	}
 	c := &Conn{tcp: tc, sig: l.sig, info: info}

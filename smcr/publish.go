@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +26,20 @@ import (
 // The protocol is one snapshot per connection, JSON lines after a magic
 // line, then the publisher closes the connection:
 //
-//	goroce-smc 1
-//	{"pid":4242,"uid":1000,"program":"smcat","sockets":2}
+//	goroce-smc 2
+//	{"pid":4242,"uid":1000,"program":"smcat","sockets":2,"linkgroups":1,"stats":true}
 //	{"state":"LISTEN","mode":"fallback","signalling":"configured","local":"127.0.0.1:5000",...}
 //	{"state":"ACTIVE","role":"server","mode":"smcr-v2",...}
+//	{"id":256,"role":"server","type":"SINGLE","version":2,"conns":1,"links":[...]}
+//	{"clnt_v1_succ":0,"srv_v2_succ":1,...,"tx_bytes":1000,...}
 //
+// (the sockets, then the link groups, then the statistics: see
+// publish_extra.go)
 // The publisher never reads what a client sends. A reader trusts nothing
 // it reads: lines, sockets, links per socket and the whole snapshot are
 // bounded (a hostile publisher costs a reader a few MiB at most).
 
-const publishMagic = "goroce-smc 1"
+const publishMagic = "goroce-smc 2"
 
 const (
 	// publishWriteTimeout bounds how long a slow reader can hold the
@@ -64,6 +65,9 @@ type Published struct {
 	Count   int      `json:"sockets"`
 	More    int      `json:"more,omitempty"`
 	Sockets []Socket `json:"-"`
+	// The link groups and statistics that follow the sockets
+	// (publish_extra.go).
+	extras
 }
 
 // PublishPath is the socket process pid publishes on in dir.
@@ -76,38 +80,7 @@ func PublishPath(dir string, pid int) string {
 // sorted by PID. A missing dir has none; one that another user owns or
 // may write to is refused (rundir.Check).
 func PublishedPaths(dir string) ([]string, error) {
-	if err := rundir.Check(dir); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	type entry struct {
-		pid  int
-		path string
-	}
-	var es []entry
-	for _, e := range ents {
-		num, ok := strings.CutPrefix(e.Name(), "smc-")
-		if num, ok = strings.CutSuffix(num, ".sock"); !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(num)
-		if err != nil || pid <= 0 || e.Type()&fs.ModeSocket == 0 {
-			continue
-		}
-		es = append(es, entry{pid, filepath.Join(dir, e.Name())})
-	}
-	sort.Slice(es, func(i, j int) bool { return es[i].pid < es[j].pid })
-	paths := make([]string, len(es))
-	for i, e := range es {
-		paths[i] = e.path
-	}
-	return paths, nil
+	return PublishedPathsOf(rundir.Dir{Path: dir, UID: os.Geteuid()})
 }
 
 // Publisher answers on a process's publishing socket.
@@ -124,6 +97,8 @@ type Publisher struct {
 // there that is not the user's. A socket file left by a dead process with
 // the same PID is replaced. Close stops publishing and removes the socket.
 // One goroutine serves the socket, answering one connection at a time.
+// Until then the process's SMC-R devices publish their counters and
+// objects in dir too (publishDevices).
 func Publish(dir string) (*Publisher, error) {
 	if dir == "" {
 		dir = device.RunDir()
@@ -139,6 +114,7 @@ func Publish(dir string) (*Publisher, error) {
 	p := &Publisher{ln: ln}
 	p.done.Add(1)
 	go p.serve()
+	publishDevices(p, dir)
 	return p, nil
 }
 
@@ -150,6 +126,7 @@ func (p *Publisher) Path() string { return p.ln.Path() }
 func (p *Publisher) Close() error {
 	var err error
 	p.once.Do(func() {
+		unpublishDevices(p)
 		err = p.ln.Close() // removes the socket file too
 		p.done.Wait()
 	})
@@ -177,6 +154,7 @@ func writeSnapshot(w io.Writer) error {
 	socks, more := Sockets(MaxPublishedSockets)
 	bw := bufio.NewWriter(w)
 	h := Published{PID: os.Getpid(), UID: os.Getuid(), Program: filepath.Base(os.Args[0]), Count: len(socks), More: more}
+	h.extras = currentExtras()
 	fmt.Fprintln(bw, publishMagic)
 	enc := json.NewEncoder(bw) // one value per line
 	if err := enc.Encode(&h); err != nil {
@@ -187,6 +165,9 @@ func writeSnapshot(w io.Writer) error {
 			return err
 		}
 	}
+	if err := h.extras.write(enc); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 
@@ -194,19 +175,7 @@ func writeSnapshot(w io.Writer) error {
 // run directory and the socket are the user's (rundir.Dial). A stale
 // socket is removed; its error wraps syscall.ECONNREFUSED.
 func ReadPublished(ctx context.Context, path string) (*Published, error) {
-	c, err := rundir.Dial(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("read SMC sockets: %w", err)
-	}
-	defer c.Close()
-	if t, ok := ctx.Deadline(); ok {
-		_ = c.SetReadDeadline(t)
-	}
-	p, err := readSnapshot(c)
-	if err != nil {
-		return nil, fmt.Errorf("read SMC sockets from %s: %w", path, err)
-	}
-	return p, nil
+	return ReadPublishedAs(ctx, path, os.Geteuid())
 }
 
 // readSnapshot parses a snapshot, every length and count bounded.
@@ -261,6 +230,9 @@ func readSnapshot(r io.Reader) (*Published, error) {
 			return nil, fmt.Errorf("%s: %d links (at most %d)", what, len(sk.Links), maxLinksPerSock)
 		}
 		p.Sockets = append(p.Sockets, sk)
+	}
+	if err := p.extras.read(next); err != nil {
+		return nil, err
 	}
 	if s.Scan() || lr.N == 0 {
 		return nil, fmt.Errorf("more than the %d sockets the header announced", p.Count)

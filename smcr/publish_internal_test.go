@@ -29,7 +29,8 @@ func TestReadSnapshotHostile(t *testing.T) {
 	}{
 		{"empty", "", "magic line: unexpected EOF"},
 		{"another protocol", "goroce-counters 1\nname x\n", "not a goroce SMC publisher"},
-		{"a newer version", "goroce-smc 2\n{}\n", "not a goroce SMC publisher"},
+		{"a newer version", "goroce-smc 3\n{}\n", "not a goroce SMC publisher"},
+		{"the old version", "goroce-smc 1\n{}\n", "not a goroce SMC publisher"},
 		{"a magic line without end", strings.Repeat("g", maxLineBytes+1), "longer than"},
 		{"no header", publishMagic + "\n", "header: unexpected EOF"},
 		{"header not JSON", snapshot("pid 1"), "header:"},
@@ -45,7 +46,7 @@ func TestReadSnapshotHostile(t *testing.T) {
 		{"too many links", snapshot(`{"sockets":1}`, manyLinks), "links (at most"},
 		{"a socket line too long", snapshot(`{"sockets":1}`, `{"eid":"`+strings.Repeat("A", maxLineBytes)+`"}`), "longer than"},
 		{"deep nesting", snapshot(`{"sockets":1}`, strings.Repeat("[", maxLineBytes/2)), "socket 1 of 1:"},
-		{"a NUL in the magic line", "goroce-smc 1\x00\n", "not a goroce SMC publisher"},
+		{"a NUL in the magic line", "goroce-smc 2\x00\n", "not a goroce SMC publisher"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,19 +26,25 @@ func (s *smcConn) read(p []byte) (int, error) {
 	for {
 		s.mu.Lock()
 		if avail := s.produced - s.consumed; avail > 0 {
+			s.countRxSizesLocked(len(p), avail)
 			n := s.copyOutLocked(p, avail)
 			update := s.updateDueLocked()
 			s.mu.Unlock()
 			s.bytesRecv.Add(uint64(n))
+			stats.countRx(len(p), n)
 			if update {
 				_ = s.sendConsumerUpdate(true)
 			}
 			return n, nil
 		}
 		err := s.readErrLocked()
+		l := s.lnk // the device the connection's link is on is the one polled
 		s.mu.Unlock()
 		if err != nil {
 			return 0, err
+		}
+		if s.busyPoll > 0 && l != nil && l.dev.dev.BusyPoll(s.busyPoll, s.readyFn) {
+			continue
 		}
 		select {
 		case <-s.readable:
@@ -46,6 +52,13 @@ func (s *smcConn) read(p []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded
 		}
 	}
+}
+
+// readyToRead reports whether a Read would return without waiting.
+func (s *smcConn) readyToRead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.produced != s.consumed || s.readErrLocked() != nil
 }
 
 // copyOutLocked copies up to avail bytes from the RMB at the consumer
@@ -172,6 +185,7 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 		s.mu.Unlock()
 		total += int64(n)
 		s.bytesRecv.Add(uint64(n))
+		stats.countRx(len(chunk), n)
 		if update {
 			_ = s.sendConsumerUpdate(true)
 		}

@@ -52,6 +52,8 @@ type smcConn struct {
 	readable   chan struct{}
 	writable   chan struct{}
 	rdl, wdl   *deadline
+	busyPoll   time.Duration // Config.BusyPoll
+	readyFn    func() bool   // readyToRead, bound once for BusyPoll
 
 	mu sync.Mutex
 	// The link the connection sends on, with the send buffer's region
@@ -137,7 +139,9 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 		g: g, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1),
 		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}), moved: make(chan struct{}),
 		rmb: make([]byte, cfg.RecvBufSize), snd: make([]byte, cfg.SendBufSize), rtIdx: -1,
+		busyPoll: cfg.BusyPoll,
 	}
+	s.readyFn = s.readyToRead
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var err error
@@ -151,6 +155,7 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 	}
 	// Linux: rmbe_update_limit = max(rmbe size / 10, SOCK_MIN_SNDBUF / 2).
 	s.limit = max(uint64(len(s.rmb))/10, sockMinSndBuf/2)
+	stats.countBuffers(len(s.rmb), len(s.snd))
 	return s, nil
 }
 

@@ -24,14 +24,17 @@ const inlineMax = smcInline
 func (s *smcConn) write(p []byte) (int, error) {
 	s.wrMu.Lock()
 	defer s.wrMu.Unlock()
+	s.countTxSizes(len(p))
 	n := 0
 	for n < len(p) {
 		k, err := s.writeSome(p[n:])
 		n += k
 		if err != nil {
+			stats.countTx(len(p), n)
 			return n, err
 		}
 	}
+	stats.countTx(len(p), n)
 	return n, nil
 }
 
@@ -131,6 +134,7 @@ func (s *smcConn) waitRoom(want int) error {
 		if k > 0 {
 			return nil
 		}
+		s.countTxFull()
 		select {
 		case <-s.writable:
 		case <-s.wdl.wait():

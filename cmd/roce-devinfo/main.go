@@ -6,6 +6,15 @@
 //	roce-devinfo -l                                        list devices
 //	roce-devinfo -gids                                     show_gids layout
 //	roce-devinfo -counters                                 rdma statistic counters
+//	roce-devinfo [-j] [-d ADDR] res show qp|cq|mr|pd       rdma res show of running devices
+//	roce-devinfo [-j] [-p] [-d ADDR] statistic              rdma statistic of running devices
+//
+// res show and statistic (options before the object, as rdma's) list the
+// goroce devices that running programs publish, in iproute2 rdma's
+// layout and, with -j, its JSON field names (lqpn, rqpn, type, state,
+// rq-psn, sq-psn, path-mig-state, pdn, pid, comm; goroce adds path-mtu):
+// every device of the user's processes (of every user's, for root), or
+// those on -d's address. See views.go.
 //
 // A goroce device is not a kernel object that any process can query: it
 // lives in the process that opened it. For -counters, roce-devinfo first
@@ -56,6 +65,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // config holds the flags.
 type config struct {
 	addr         netip.Addr
+	addrSet      bool // -d was given
 	udpPort      uint16
 	portExplicit bool // -udp-port was given: no fallback to an ephemeral port
 	verbose      bool
@@ -63,7 +73,10 @@ type config struct {
 	list         bool
 	gids         bool
 	counters     bool
+	json, pretty bool // -j, -p: rdma's JSON and pretty output (res, statistic)
 	backend      backendflag.Spec
+	view         view // res or statistic, when hasView
+	hasView      bool
 }
 
 // portOrIface is -i: a port number, as ibv_devinfo's, or an interface name.
@@ -92,27 +105,34 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.UintVar(&port, "udp-port", rocev2.UDPPort, "RoCEv2 UDP `port` to bind (0: an ephemeral one); if the default is taken (by\na kernel rxe or another goroce program), an ephemeral port is used instead")
 	fs.BoolVar(&c.verbose, "v", false, "print all the attributes of the device, and its GID table (ibv_devinfo -v)")
 	fs.Var(portOrIface{&c}, "i", "print only port `N` (the device has port 1; 0: all ports), or with a name, the network\ninterface of the device (-backend afpacket; the address defaults to its first one)")
-	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's\ninterface, as rxe; needs CAP_NET_RAW)")
+	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, backendflag.FlagHelp)
 	fs.BoolVar(&c.list, "l", false, "print only the device's name (ibv_devinfo -l)")
 	fs.BoolVar(&c.gids, "gids", false, "print the GID table in the layout of the show_gids script")
 	fs.BoolVar(&c.counters, "counters", false, "print the device's counters, one \"name value\" line each, as rdma statistic\n"+
 		"does: those of the goroce program running on -d's address and -udp-port if\n"+
 		"it publishes them (rc_pingpong and roce-perf do), else those of a device\n"+
 		"roce-devinfo opens itself (all zero)")
+	fs.BoolVar(&c.json, "j", false, "res, statistic: print rdma's JSON")
+	fs.BoolVar(&c.pretty, "p", false, "statistic: one counter a line (rdma -p)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: roce-devinfo [flags]   print the attributes of a goroce device\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: roce-devinfo [flags]                       print the attributes of a goroce device\n"+
+			"       roce-devinfo [-j] [-d ADDR] res show qp|cq|mr|pd   the live objects of running goroce devices (rdma res show)\n"+
+			"       roce-devinfo [-j] [-p] [-d ADDR] statistic       their counters (rdma statistic show)\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "roce-devinfo: unexpected argument %q\n", fs.Arg(0))
+	v, hasView, err := parseView(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "roce-devinfo: %v\n", err)
 		fs.Usage()
 		return c, errors.New("bad arguments")
 	}
+	c.view, c.hasView = v, hasView
 	dSet := false
 	fs.Visit(func(f *flag.Flag) { dSet = dSet || f.Name == "d" })
+	c.addrSet = dSet
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "roce-devinfo: -d %q: want the IP address of the device, e.g. -d 127.0.0.1\n", addr)
@@ -148,6 +168,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if c.hasView {
+		return runView(c, c.view, stdout, stderr)
 	}
 	if c.counters && !c.gids && !c.list && c.ibPort <= 1 && c.udpPort != 0 {
 		p, err := readRunning(c)
@@ -200,13 +223,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // readRunning reads the counters a running device on c.addr and c.udpPort
-// publishes, if one does. A run directory or socket that another user
-// could control is an error wrapping rundir.ErrUntrusted: its counters
-// could be anyone's.
+// publishes, if one does: in the user's run directory, or for root in
+// any user's (each believed only as its owner's). A run directory or
+// socket that another user could control is an error wrapping
+// rundir.ErrUntrusted: its counters could be anyone's.
 func readRunning(c config) (*device.Published, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return device.ReadPublished(ctx, device.PublishPath(device.RunDir(), netip.AddrPortFrom(c.addr, c.udpPort)))
+	ap := netip.AddrPortFrom(c.addr, c.udpPort)
+	if path, uid := device.FindPublished(ap); path != "" {
+		return device.ReadPublishedAs(ctx, path, uid)
+	}
+	return device.ReadPublished(ctx, device.PublishPath(device.RunDir(), ap))
 }
 
 // openDevice opens a device on c.addr and c.udpPort. When the default port

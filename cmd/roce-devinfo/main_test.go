@@ -123,7 +123,9 @@ func TestDevinfoErrors(t *testing.T) {
 		{"no such port", []string{"-i", "2"}, 4, "Invalid port requested for device"},
 		{"device name instead of address", []string{"-d", "rxe0"}, 2, "want the IP address of the device"},
 		{"unknown flag", []string{"-x"}, 2, "flag provided but not defined: -x"},
-		{"operand", []string{"extra"}, 2, `unexpected argument "extra"`},
+		{"operand", []string{"extra"}, 2, `unknown object "extra": want res (resource) or statistic`},
+		{"unknown resource", []string{"res", "show", "srq"}, 2, `res show "srq": want one of qp, cq, mr, pd`},
+		{"a filter", []string{"res", "show", "qp", "lqpn", "7"}, 2, `unexpected "lqpn" (filters are not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runDevinfo(t, tc.args...)
@@ -191,7 +193,7 @@ func TestCountersOfARunningDevice(t *testing.T) {
 // the counters could be anyone's, and roce-devinfo says so and fails
 // rather than print them (or a fresh device's zeros in their place).
 func TestCountersRefusesUntrustedSources(t *testing.T) {
-	const fake = "goroce-counters 1\nname fake\naddr 127.0.0.9:4791\npid 1\nsent_pkts 99\n"
+	const fake = "goroce-device 2\nname fake\naddr 127.0.0.9:4791\npid 1\ncounter sent_pkts 99\n"
 	args := []string{"-d", "127.0.0.9", "-udp-port", "4791", "-counters"}
 	t.Run("a world-writable run directory", func(t *testing.T) {
 		dir := t.TempDir()

@@ -27,6 +27,7 @@ func runClient(ctx context.Context, cfg *config, n *node, stdout io.Writer) erro
 		return fmt.Errorf("connect to the server at %s: %w (start it first: roce-perf -d %s)", addr, err, cfg.server)
 	}
 	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { conn.Close() })() // a signal ends the test in progress
 	o := newOOB(conn, cfg.timeout)
 	if err := o.send(&message{Kind: msgHello, Version: protocolVersion, Device: n.dev.Name(), MTU: n.dev.Port().ActiveMTU.Bytes()}); err != nil {
 		return err

@@ -79,8 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage:
-  server: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-p PORT] [-capture FILE] [-json]
-  client: roce-perf -d LOCAL_ADDR [-backend udp|afpacket] [-i IFACE] [-t write|send|read|ud | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
+  server: roce-perf -d LOCAL_ADDR [-backend udp|afpacket|shm|auto] [-i IFACE] [-p PORT] [-capture FILE] [-json]
+  client: roce-perf -d LOCAL_ADDR [-backend udp|afpacket|shm|auto] [-i IFACE] [-t write|send|read|ud | -lat | -all | -demo] [-s SIZE] [-n ITERS | -D SECONDS] SERVER_ADDR
 
 Measures goroce RC between two processes like perftest (ib_write_bw, ib_send_bw,
 ib_read_bw, ib_send_lat), UD SENDs of one packet each, and a raw-UDP baseline
@@ -91,7 +91,7 @@ The client chooses the tests; the server follows and exits when the client is do
 		fs.PrintDefaults()
 	}
 	local := fs.String("d", "", "local `address` the RoCE device binds (one per process, e.g. 127.0.0.1 and 127.0.0.2; default with -i: the interface's first)")
-	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, "packet `backend`: udp (a UDP socket) or afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW)")
+	fs.StringVar(&c.backend.Kind, "backend", backendflag.UDP, backendflag.FlagHelp)
 	fs.StringVar(&c.backend.Rx, "rx", "", "receive `mode` of -backend afpacket: mmsg (recvmmsg, the default) or ring (a TPACKET_V3 ring)")
 	fs.StringVar(&c.backend.Iface, "i", "", "network `interface` of the device (-backend afpacket); the address defaults to its first one")
 	fs.IntVar(&c.oobPort, "p", defaultOOBPort, "TCP `port` of the control connection (server: 0 picks a free one, see -ready)")

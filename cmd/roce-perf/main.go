@@ -100,6 +100,9 @@ func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error
 	} else {
 		err = runClient(ctx, cfg, n, stdout)
 	}
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("stopped by a signal: %w", err)
+	}
 	if cerr := n.close(); err == nil {
 		err = cerr
 	}

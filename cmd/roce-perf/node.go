@@ -11,6 +11,7 @@ import (
 	"github.com/goroce/goroce/pcap"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/afpacket"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 	"github.com/goroce/goroce/rocev2/backend/udp"
 	"github.com/goroce/goroce/rocev2/device"
 )
@@ -20,6 +21,7 @@ import (
 type node struct {
 	dev *device.Device
 	udp *udp.Backend // for its GSO/GRO features, which the baseline copies; nil on AF_PACKET
+	shm bool         // the shared-memory link, no UDP of goroce's: the baseline uses all the kernel has
 
 	tap  *pcap.Tap
 	capW *pcap.Writer // buffers on its own
@@ -32,9 +34,16 @@ func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string)
 	addr := netip.AddrPortFrom(local, uint16(port))
 	var be backend.Backend
 	var err error
-	if spec.IsAFPacket() {
+	switch spec.Kind {
+	case backendflag.AFPacket:
 		be, _, err = backendflag.Open(spec, local)
-	} else {
+	case backendflag.Shm, backendflag.Auto:
+		if port == 0 {
+			return nil, fmt.Errorf("-backend %s needs a fixed -port: its peers find the device by its address and port", spec.Kind)
+		}
+		spec.Port = uint16(port)
+		be, _, err = backendflag.Open(spec, local)
+	default:
 		be, err = udp.Open(udp.Config{Addr: addr})
 	}
 	if err != nil {
@@ -48,6 +57,10 @@ func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string)
 	}
 	n := &node{}
 	n.udp, _ = be.(*udp.Backend)
+	if s, ok := be.(*shm.Backend); ok {
+		n.udp, _ = s.Fallback().(*udp.Backend) // auto's
+		n.shm = n.udp == nil
+	}
 	var dev backend.Backend = be
 	if capture != "" {
 		if n.capF, err = os.Create(capture); err != nil {
@@ -81,8 +94,13 @@ func openNode(spec backendflag.Spec, local netip.Addr, port int, capture string)
 }
 
 // features reports whether goroce's UDP backend uses GSO and GRO (on the
-// AF_PACKET backend it uses neither).
+// AF_PACKET backend it uses neither). Over the shared-memory link goroce
+// uses no socket, and the baseline it is held against is raw UDP at its
+// best: both.
 func (n *node) features() (gso, gro bool) {
+	if n.shm {
+		return true, true
+	}
 	if n.udp == nil {
 		return false, false
 	}
@@ -94,6 +112,12 @@ func describe(b backend.Backend) string {
 	if a, ok := b.(*afpacket.Backend); ok {
 		name, _ := a.Interface()
 		return "AF_PACKET " + name + " " + a.LocalAddr().Addr().String()
+	}
+	if s, ok := b.(*shm.Backend); ok {
+		if s.Fallback() != nil {
+			return "auto (shared memory, else udp) " + b.LocalAddr().String()
+		}
+		return "shared memory " + b.LocalAddr().String()
 	}
 	return "udp " + b.LocalAddr().String()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,7 +214,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-d", "127.0.0.1", "-m", "1500"}, "256, 512, 1024, 2048 or 4096"},
 		{[]string{"-d", "127.0.0.1", "-p", "0", "127.0.0.2"}, "the client must be told"},
 		{[]string{"-d", "127.0.0.1", "a", "b"}, "too many arguments"},
-		{[]string{"-d", "127.0.0.1", "-backend", "dpdk"}, "use udp or afpacket"},
+		{[]string{"-d", "127.0.0.1", "-backend", "dpdk"}, "use udp, afpacket, shm or auto"},
 		{[]string{"-backend", "afpacket"}, "needs the interface: -i IFACE"},
 		{[]string{"-backend", "afpacket", "-d", "127.0.0.1", "-port", "5000"}, "UDP port 4791 only"},
 		{[]string{"-i", "nosuch0"}, "-i nosuch0"},
@@ -282,4 +283,70 @@ func TestServerStopsOnSignal(t *testing.T) {
 		require.FailNow(t, "the server still waits for its client")
 	}
 	assert.NoFileExists(t, socks[0])
+}
+
+// A signal during a test stops the side that got it at once (the test
+// asks for ten minutes), and the other side with it, each with its error.
+func TestSignalStopsATestInProgress(t *testing.T) {
+	for _, who := range []string{"server", "client"} {
+		t.Run(who, func(t *testing.T) {
+			t.Setenv("GOROCE_RUN_DIR", t.TempDir())
+			sctx, scancel := context.WithCancel(context.Background())
+			defer scancel()
+			cctx, ccancel := context.WithCancel(context.Background())
+			defer ccancel()
+			scfg, err := parseFlags([]string{"-d", "127.0.0.1", "-p", "0", "-port", "0", "-timeout", "900s"}, io.Discard)
+			require.NoError(t, err)
+			listening := make(chan net.Addr, 1)
+			scfg.onListen = func(a net.Addr) { listening <- a }
+			started := &watchWriter{want: "RDMA_Write BW Test", seen: make(chan struct{})}
+			served := make(chan error, 1)
+			go func() { served <- runConfig(sctx, scfg, started, io.Discard) }()
+			addr := <-listening
+			ccfg, err := parseFlags([]string{"-d", "127.0.0.2", "-p", strconv.Itoa(addr.(*net.TCPAddr).Port), "-port", "0",
+				"-timeout", "900s", "-t", "write", "-D", "600", "-raw=false", "127.0.0.1"}, io.Discard)
+			require.NoError(t, err)
+			ran := make(chan error, 1)
+			go func() { ran <- runConfig(cctx, ccfg, io.Discard, io.Discard) }()
+			select {
+			case <-started.seen:
+			case err := <-served:
+				require.FailNow(t, "the server ended before the test started", "%v", err)
+			}
+			if who == "server" {
+				scancel()
+			} else {
+				ccancel()
+			}
+			guard := time.After(120 * time.Second) // the test would run 600 s
+			for _, ch := range []chan error{served, ran} {
+				select {
+				case err := <-ch:
+					require.Error(t, err)
+				case <-guard:
+					require.FailNow(t, "still running a test after the signal")
+				}
+			}
+		})
+	}
+}
+
+// watchWriter closes seen once what was written contains want.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	done bool
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.want) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
 }

@@ -49,6 +49,9 @@ func runServer(ctx context.Context, cfg *config, n *node, stdout, stderr io.Writ
 	}
 	ln.Close()
 	defer conn.Close()
+	// A signal ends a test in progress too: every wait on the client
+	// (and every test loop, through ctx) returns at once.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 
 	o := newOOB(conn, cfg.timeout)
 	hello, err := o.recv(msgHello, cfg.timeout)

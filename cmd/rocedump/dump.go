@@ -100,7 +100,7 @@ func (d *dumper) frame(n int, rec *pcap.Record) error {
 	case d.cfg.json:
 		return d.enc.Encode(newJSONPacket(n, p, &r))
 	}
-	_, err := fmt.Fprintln(d.out, textLine(formatTime(rec.Time, d.first, d.cfg.absTime), &r, smcSummaryFunc(p)))
+	_, err := fmt.Fprintln(d.out, textLine(formatTime(rec.Time, d.first, d.cfg.absTime), &r, smcSummaryFunc(p), pcap.MADSummary(p)))
 	return err
 }
 

@@ -45,6 +45,7 @@ type jsonPacket struct {
 	DF        *bool   `json:"df,omitempty"`
 	FlowLabel *uint32 `json:"flowlabel,omitempty"`
 	SMC       any     `json:"smc,omitempty"`
+	MAD       any     `json:"mad,omitempty"`
 }
 
 type jsonRETH struct {
@@ -132,5 +133,6 @@ func newJSONPacket(frame int, p gopacket.Packet, r *roce) *jsonPacket {
 		j.FlowLabel, j.TTL = &fl, ip.HopLimit
 	}
 	j.SMC = smcJSONFunc(p)
+	j.MAD = madJSON(p)
 	return j
 }

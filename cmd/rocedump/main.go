@@ -9,7 +9,9 @@
 // flags that are set (and the P_Key unless it is 0xffff), each extended
 // header, the payload length and whether the ICRC verifies ("icrc ok",
 // "icrc BAD", or "icrc unverifiable" when the headers it covers were not
-// all captured), then the SMC summary if the payload is an SMC message.
+// all captured), then the SMC summary if the payload is an SMC message, or
+// the MAD's if it is a management datagram to QP 1 ("CM REQ comm 0x...
+// sid ... rdma_cm 198.18.0.12:43344 > 198.18.0.11").
 //
 // With -json each RoCE packet is an object with the keys frame (1-based,
 // counting every frame of the file), opcode, opname, se, migreq, padcnt,
@@ -21,7 +23,8 @@
 // when unverifiable), what the sender chose outside the RoCE headers: src,
 // dst, sport (the UDP source port), ttl (IPv6: the hop limit), ipid and df
 // (IPv4) or flowlabel (IPv6),
-// and smc (SMC messages, if any). A TCP frame that
+// smc (SMC messages, if any) and mad (a MAD: its header's fields, type,
+// the CM message under cm, the rdma_cm header under rdma_cm). A TCP frame that
 // carries SMC CLC messages is an object with the keys frame and smc.
 //
 // -stats ends the output with a table per destination host and QP: packets,

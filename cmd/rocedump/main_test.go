@@ -60,7 +60,7 @@ var vectorCounts = rxevectors.RoCECounts
 // jsonKeyOrder is the order of every key a RoCE JSON line may have.
 var jsonKeyOrder = []string{"frame", "opcode", "opname", "se", "migreq", "padcnt", "tver", "pkey", "fecn", "becn",
 	"dqpn", "ackreq", "psn", "reth", "aeth", "atomiceth", "atomicacketh", "immdt", "ieth", "deth", "feth",
-	"payload_len", "icrc", "icrc_ok", "src", "dst", "sport", "ttl", "ipid", "df", "flowlabel", "smc"}
+	"payload_len", "icrc", "icrc_ok", "src", "dst", "sport", "ttl", "ipid", "df", "flowlabel", "smc", "mad"}
 
 // topKeys returns the top-level keys of a JSON object in order.
 func topKeys(t *testing.T, line string) []string {

@@ -33,7 +33,7 @@ func hostPort(a netip.Addr, port uint16) string {
 }
 
 // textLine is the one-line summary of a RoCE packet.
-func textLine(ts string, r *roce, smc string) string {
+func textLine(ts string, r *roce, smc, mad string) string {
 	b := r.bth
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s %s > %s: %s qp 0x%x psn %d", ts, hostPort(r.src, r.sport), hostPort(r.dst, r.dport),
@@ -80,6 +80,9 @@ func textLine(ts string, r *roce, smc string) string {
 	}
 	if smc != "" {
 		sb.WriteString(" smc " + smc)
+	}
+	if mad != "" {
+		sb.WriteString(" " + mad)
 	}
 	return sb.String()
 }

@@ -71,7 +71,7 @@ func TestEveryModeAndWorkloadRuns(t *testing.T) {
 	ps := summarize(rs)
 	var table, file, svg bytes.Buffer
 	printTables(&table, ps, "header")
-	assert.Contains(t, table.String(), "SMC (cq_pool)")
+	assert.Contains(t, table.String(), "SMC cq_pool (shm)")
 	assert.NotContains(t, table.String(), "FAILED")
 	require.NoError(t, writeCSV(&file, ps))
 	raw := append([]byte(nil), file.Bytes()...)

@@ -45,7 +45,7 @@ var errFailed = errors.New("some measurements failed (see FAILED above)")
 func run(args []string) error {
 	fs := flag.NewFlagSet("smc-bench", flag.ContinueOnError)
 	clientsFlag := fs.String("clients", "1,2,4,8,16,32,64,128,256,512", "clients values (connections)")
-	modesFlag := fs.String("modes", strings.Join(allModes, ","), "modes: tcp, smc-original (single CQ), smc-pool (CQ pool)")
+	modesFlag := fs.String("modes", strings.Join(allModes, ","), "modes: tcp, smc-original (single CQ), smc-pool (CQ pool), over UDP; smc-original-shm and smc-pool-shm over the shared-memory link, smc-pool-shm-busy with busy-polled Reads (-busy-poll)")
 	wlFlag := fs.String("t", strings.Join(allWorkloads, ","), "workloads: redis-set, redis-get, uperf")
 	n := fs.Int64("n", 1000000, "requests per measurement at most (redis-benchmark -n)")
 	duration := fs.Duration("duration", 3*time.Second, "time per measurement at most")
@@ -61,15 +61,17 @@ func run(args []string) error {
 	var set smcSettings
 	// Not RoCEv2's 4791: other goroce programs on 127.0.0.1 and 127.0.0.2
 	// default to it, and a device that cannot open makes a fallback.
-	devPort := fs.Uint("devport", 14791, "UDP port of the smc-pool devices (smc-original uses the next one)")
+	devPort := fs.Uint("devport", 14791, "UDP port of the smc-pool devices (smc-original, smc-original-shm, smc-pool-shm and smc-pool-shm-busy use the next four)")
 	fs.StringVar(&set.Signalling, "signalling", "configured", "how SMC capability is signalled: configured (unprivileged: both sides are told the peer speaks SMC), option (the SMC TCP option; needs CAP_BPF and CAP_NET_ADMIN), auto")
 	fs.DurationVar(&set.Linger, "linger", 0, "link group linger (0: smcr's default; -scale uses 1s)")
+	fs.DurationVar(&set.BusyPoll, "busy-poll", 50*time.Microsecond, "in smc-pool-shm-busy, how long an SMC-R Read that finds nothing polls the shared-memory link from its own goroutine before it sleeps (smcr.Config.BusyPoll, Linux's busy_read)")
+	fs.DurationVar(&set.ShmSpin, "shm-spin", 0, "how long a shared-memory link's receiver looks again before it sleeps, while packets come that close together (shm.Config.Spin; 0: never)")
 	server := fs.Bool("server", false, "internal: run as the server process")
 	serverProf := fs.String("profile-dir", "", "internal: the server's profile directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *devPort == 0 || *devPort > 65534 {
+	if *devPort == 0 || *devPort > 65531 {
 		return fmt.Errorf("-devport %d out of range", *devPort)
 	}
 	set.DevPort = uint16(*devPort)

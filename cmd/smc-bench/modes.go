@@ -8,17 +8,38 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/cqlegacy"
+	"github.com/goroce/goroce/rocev2/backend"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 	"github.com/goroce/goroce/smcr"
 )
 
-// The three ways the experiment connects a client to the server.
+// The ways the experiment connects a client to the server: TCP, and SMC-R
+// with each completion design over each link between the two goroce
+// devices (UDP datagrams on lo, or the shared-memory link).
 const (
-	modeTCP    = "tcp"          // plain TCP loopback: the baseline
-	modeSMCOrg = "smc-original" // SMC-R, the original single-CQ design (internal/cqlegacy, which smc-bench brings)
-	modeSMCCQP = "smc-pool"     // SMC-R with the CQ pool (smcr.PooledCQ)
+	modeTCP       = "tcp"              // plain TCP loopback: the baseline
+	modeSMCOrg    = "smc-original"     // SMC-R, the original single-CQ design (internal/cqlegacy, which smc-bench brings), over UDP
+	modeSMCCQP    = "smc-pool"         // SMC-R with the CQ pool (smcr.PooledCQ), over UDP
+	modeSMCOrgShm = "smc-original-shm" // the original design over the shared-memory link
+	modeSMCCQPShm = "smc-pool-shm"     // the CQ pool over the shared-memory link
+	// The CQ pool over the shared-memory link with busy-polled Reads
+	// (smcr.Config.BusyPoll): what a processor spent looking buys.
+	modeSMCCQPBusy = "smc-pool-shm-busy"
 )
 
-var allModes = []string{modeTCP, modeSMCOrg, modeSMCCQP}
+var allModes = []string{modeTCP, modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm, modeSMCCQPBusy}
+
+// smcModes are the SMC-R modes, each with its own pair of devices.
+var smcModes = []string{modeSMCOrg, modeSMCCQP, modeSMCOrgShm, modeSMCCQPShm, modeSMCCQPBusy}
+
+// overShm reports whether an SMC-R mode's devices use the shared-memory
+// link.
+func overShm(mode string) bool {
+	return mode == modeSMCOrgShm || mode == modeSMCCQPShm || mode == modeSMCCQPBusy
+}
+
+// original reports whether an SMC-R mode uses the original CQ design.
+func original(mode string) bool { return mode == modeSMCOrg || mode == modeSMCOrgShm }
 
 // The two processes' loopback addresses: distinct, so that their goroce
 // devices have distinct GIDs as on two hosts.
@@ -33,9 +54,11 @@ const maxConnsPerLinkGroup = 32
 
 // smcSettings are what both processes must agree on for SMC-R.
 type smcSettings struct {
-	DevPort    uint16        // the smc-pool device's UDP port; smc-original uses the next one
+	DevPort    uint16        // the smc-pool device's UDP port; smc-original, smc-original-shm, smc-pool-shm and smc-pool-shm-busy use the next four
 	Signalling string        // auto, option or configured
 	Linger     time.Duration // link group linger (0: smcr's default)
+	ShmSpin    time.Duration // the shared-memory link's shm.Config.Spin
+	BusyPoll   time.Duration // smcr.Config.BusyPoll of smc-pool-shm-busy
 }
 
 // config returns the smcr.Config of an SMC-R mode.
@@ -54,22 +77,36 @@ func (s smcSettings) config(mode string) (*smcr.Config, error) {
 	default:
 		return nil, fmt.Errorf("unknown signalling %q (auto, option or configured)", s.Signalling)
 	}
-	switch mode {
-	case modeSMCCQP:
-		cfg.CQ = smcr.PooledCQ
-	case modeSMCOrg:
-		cfg.CQ = cqlegacy.SMCR{}
-		cfg.DevicePort++
-	default:
+	if mode == modeTCP {
 		return nil, fmt.Errorf("mode %q is not SMC-R", mode)
 	}
+	cfg.CQ = smcr.PooledCQ
+	if original(mode) {
+		cfg.CQ = cqlegacy.SMCR{}
+	}
+	if overShm(mode) {
+		cfg.Backend = func(ap netip.AddrPort) (backend.Backend, error) {
+			return shm.Open(shm.Config{Addr: ap, Spin: s.ShmSpin})
+		}
+	}
+	if mode == modeSMCCQPBusy {
+		cfg.BusyPoll = s.BusyPoll
+	}
+	cfg.DevicePort = s.devPort(mode)
 	return cfg, nil
 }
 
 // devPort is the device port of an SMC-R mode.
 func (s smcSettings) devPort(mode string) uint16 {
-	if mode == modeSMCOrg {
+	switch mode {
+	case modeSMCOrg:
 		return s.DevPort + 1
+	case modeSMCOrgShm:
+		return s.DevPort + 2
+	case modeSMCCQPShm:
+		return s.DevPort + 3
+	case modeSMCCQPBusy:
+		return s.DevPort + 4
 	}
 	return s.DevPort
 }

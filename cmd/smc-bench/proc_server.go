@@ -38,7 +38,7 @@ func startServer(set smcSettings, modes []string, profileDir string) (*serverPro
 		return nil, err
 	}
 	args := []string{"-server", "-devport", fmt.Sprint(set.DevPort), "-signalling", set.Signalling,
-		"-linger", set.Linger.String(), "-modes", strings.Join(modes, ",")}
+		"-linger", set.Linger.String(), "-shm-spin", set.ShmSpin.String(), "-busy-poll", set.BusyPoll.String(), "-modes", strings.Join(modes, ",")}
 	if profileDir != "" {
 		abs, err := filepath.Abs(profileDir)
 		if err != nil {

@@ -193,12 +193,16 @@ func printTables(w io.Writer, ps []*point, header string) {
 	for _, wl := range wls {
 		fmt.Fprintf(w, "\n%s — requests/s (median)\n", wlTitle[wl])
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tTCP\tSMC (original)\tSMC (cq_pool)\tpool vs TCP\tpool vs original\t")
+		fmt.Fprintln(tw, "clients\tTCP\tSMC original (udp)\tSMC cq_pool (udp)\tSMC original (shm)\tSMC cq_pool (shm)\tSMC cq_pool (shm, busy poll)\tpool vs TCP (udp)\tpool vs TCP (shm)\tbusy poll vs TCP\tpool vs original (udp)\tpool vs original (shm)\t")
 		for _, c := range clientsOf[wl] {
 			tcp := rpsOf(find(ps, wl, c, modeTCP))
 			org := rpsOf(find(ps, wl, c, modeSMCOrg))
 			cqp := rpsOf(find(ps, wl, c, modeSMCCQP))
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", c, vs(tcp, 0), vs(org, tcp), vs(cqp, tcp), ratio(cqp, tcp), ratio(cqp, org))
+			orgS := rpsOf(find(ps, wl, c, modeSMCOrgShm))
+			cqpS := rpsOf(find(ps, wl, c, modeSMCCQPShm))
+			busy := rpsOf(find(ps, wl, c, modeSMCCQPBusy))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, vs(tcp, 0), vs(org, tcp), vs(cqp, tcp), vs(orgS, tcp), vs(cqpS, tcp), vs(busy, tcp),
+				ratio(cqp, tcp), ratio(cqpS, tcp), ratio(busy, tcp), ratio(cqp, org), ratio(cqpS, orgS))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -264,7 +268,7 @@ func writeSVG(w io.Writer, ps []*point, title string) error {
 	}
 	width := pw * max(len(wls), 1)
 	height := ph + 60
-	colors := map[string]string{modeTCP: "#555555", modeSMCOrg: "#d62728", modeSMCCQP: "#1f77b4"}
+	colors := map[string]string{modeTCP: "#555555", modeSMCOrg: "#d62728", modeSMCCQP: "#1f77b4", modeSMCOrgShm: "#ff9896", modeSMCCQPShm: "#17becf", modeSMCCQPBusy: "#2ca02c"}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")

@@ -227,7 +227,7 @@ func (s *server) stats() ctlResp {
 		r.Open[k] = v
 	}
 	s.mu.Unlock()
-	for _, mode := range []string{modeSMCOrg, modeSMCCQP} {
+	for _, mode := range smcModes {
 		if st, ok := smcr.StatsOfDevice(serverAddr, s.set.devPort(mode)); ok {
 			r.CQ[mode] = st
 		}

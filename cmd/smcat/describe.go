@@ -56,6 +56,13 @@ func describeInfo(i smcr.ConnInfo, what string) []string {
 func linkText(l smcr.LinkInfo) string {
 	t := fmt.Sprintf("link %d: GID %v QPN %#06x <-> peer GID %v QPN %#06x, MTU %d, %s",
 		l.ID, l.LocalGID, l.LocalQPN, l.PeerGID, l.PeerQPN, l.MTU, l.State)
+	if l.Path != "" {
+		w := pathWords[l.Path]
+		if w == "" {
+			w = l.Path
+		}
+		t += ", over " + w
+	}
 	if l.Asymmetric {
 		t += ", asymmetric"
 	}
@@ -99,15 +106,30 @@ func fallbackBy(by string) string {
 	return by
 }
 
-// fallbackHint suggests what to do about a fallback smcat can explain.
+// fallbackHint says what to do about a fallback's reason (the peer's
+// own when it declined), where smcat can tell.
 func fallbackHint(i smcr.ConnInfo) string {
+	reason, peer := i.Fallback, false
+	if i.FallbackBy == "peer" && i.PeerDiagnosis != 0 {
+		reason, peer = i.PeerDiagnosis, true
+	}
 	switch {
-	case i.Fallback == smcwire.DiagNoSMCRDev && i.FallbackBy == "local":
+	case reason == smcwire.DiagNoSMCRDev && !peer:
 		return "the goroce device on the local address could not be opened: is another goroce process using that address (UDP port 4791)? Dial from another local address with -s."
-	case i.Fallback == smcwire.DiagPeerNoSMC && i.Signalling == smcr.SignalOption:
+	case reason == smcwire.DiagNoSMCRDev:
+		return "the peer has no SMC-R device for this connection's path (on Linux: an RDMA device on the interface, e.g. rdma link add rxe0 type rxe netdev eth0, and a pnet entry or a UEID)."
+	case reason == smcwire.DiagPeerNoSMC && i.Signalling == smcr.SignalOption:
 		return "the peer's handshake carried no SMC option: it does not speak SMC (or is an unprivileged smcat: then pass -peer-speaks-smc on both sides)."
-	case i.Fallback == smcwire.DiagPeerDecl && i.PeerDiagnosis == smcwire.DiagNoUEID:
+	case reason == smcwire.DiagPeerNoSMC:
+		return "this side was not told that the peer speaks SMC: pass -peer-speaks-smc on both sides (or run both as root, where the TCP option says so)."
+	case reason == smcwire.DiagNoUEID:
 		return "no common UEID: give both sides the same one (-ueid NAME here, `smcr ueid add NAME` on Linux)."
+	case reason == smcwire.DiagDiffPrefix:
+		return "SMC-Rv1 needs both devices on one IP subnet, and these are not: offer SMC-Rv2, which does not, with the same -ueid NAME on both sides (`smcr ueid add NAME` on Linux)."
+	case reason == smcwire.DiagVersMismatch || reason == smcwire.DiagNoV2Ext:
+		return "the two sides offered no common SMC version: give both the same -ueid NAME for SMC-Rv2 (`smcr ueid add NAME` on Linux)."
+	case reason == smcwire.DiagTimeoutCL || reason == smcwire.DiagTimeoutAL:
+		return "the handshake timed out: is the peer's RoCE device reachable (UDP port 4791 between the two addresses)?"
 	}
 	return ""
 }
@@ -118,4 +140,11 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d KiB", n/1024)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// pathWords say how a link's device reaches its peer's (smcr.LinkInfo.Path).
+var pathWords = map[string]string{
+	"udp":        "UDP",
+	"shm":        "shared memory",
+	"connecting": "shared memory (pairing)",
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -56,6 +57,20 @@ func TestDescribe(t *testing.T) {
 			"connected: TCP fallback, reason 0x03030002 (no SMC-R device), decided by this side (unprivileged: no TCP option, -peer-speaks-smc)",
 			"  the goroce device on the local address could not be opened: is another goroce process using that address (UDP port 4791)? Dial from another local address with -s.",
 		}},
+		// The README's first example as it was: SMC-Rv1 between 127.0.0.2
+		// and 127.0.0.1 without a UEID, each a /32.
+		{"the peer declined: IP prefix", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalConfigured, Fallback: smcwire.DiagPeerDecl, FallbackBy: "peer", PeerDiagnosis: smcwire.DiagDiffPrefix}, []string{
+			"connected: TCP fallback, reason 0x05000000 (peer declined during handshake), decided by the peer (unprivileged: no TCP option, -peer-speaks-smc): the peer declined with 0x03070000 (IP prefix/subnet mismatch)",
+			"  SMC-Rv1 needs both devices on one IP subnet, and these are not: offer SMC-Rv2, which does not, with the same -ueid NAME on both sides (`smcr ueid add NAME` on Linux).",
+		}},
+		{"this side declined: IP prefix", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalConfigured, Fallback: smcwire.DiagDiffPrefix, FallbackBy: "local"}, []string{
+			"connected: TCP fallback, reason 0x03070000 (IP prefix/subnet mismatch), decided by this side (unprivileged: no TCP option, -peer-speaks-smc)",
+			"  SMC-Rv1 needs both devices on one IP subnet, and these are not: offer SMC-Rv2, which does not, with the same -ueid NAME on both sides (`smcr ueid add NAME` on Linux).",
+		}},
+		{"the peer has no device", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalOption, Fallback: smcwire.DiagPeerDecl, FallbackBy: "peer", PeerDiagnosis: smcwire.DiagNoSMCRDev}, []string{
+			"connected: TCP fallback, reason 0x05000000 (peer declined during handshake), decided by the peer (SMC signalled by the TCP option): the peer declined with 0x03030002 (no SMC-R device)",
+			"  the peer has no SMC-R device for this connection's path (on Linux: an RDMA device on the interface, e.g. rdma link add rxe0 type rxe netdev eth0, and a pnet entry or a UEID).",
+		}},
 		{"an unnamed code", smcr.ConnInfo{Mode: smcr.ModeFallback, Signalling: smcr.SignalConfigured, Fallback: 0x09990099, FallbackBy: "local"}, []string{
 			"connected: TCP fallback, reason 0x09990099, decided by this side (unprivileged: no TCP option, -peer-speaks-smc)",
 		}},
@@ -80,7 +95,7 @@ func TestSetupError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b bytes.Buffer
-		msg := setupError(tt.err, &logger{w: &b, verbose: true})
+		msg := setupError(tt.err, &logger{Prog: "smcat", W: &b, Verbose: true})
 		if tt.want == "" {
 			assert.Empty(t, msg)
 			continue
@@ -104,4 +119,15 @@ func TestDescribeLink(t *testing.T) {
 		"link group 0x00000200 (server, SINGLE): link 2 down: the path is gone",
 		"  link 2: GID 198.18.0.3 QPN 0x000021 <-> peer GID 198.18.0.11 QPN 0x000022, MTU 1024, INACTIVE",
 	}, describeLink(smcr.LinkEvent{LinkGroup: 0x200, Role: "server", LinkGroupType: "SINGLE", Link: l, Err: errors.New("the path is gone")}))
+}
+
+// --linger 0 keeps Linux's linger (smcr's own default is short); any
+// other is taken as given.
+func TestConfigLinger(t *testing.T) {
+	for _, tc := range []struct {
+		linger, want time.Duration
+	}{{0, smcr.LinuxLinkGroupLinger}, {2 * time.Second, 2 * time.Second}} {
+		o := options{linger: tc.linger}
+		assert.Equal(t, tc.want, config(&o).LinkGroupLinger, tc.linger)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/internal/smcflag"
 	"github.com/goroce/goroce/internal/backendflag"
 )
 
@@ -61,13 +62,7 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// addrList is a repeatable IP address flag.
+// addrList is a repeatable IP address flag (-dev).
 type addrList []netip.Addr
 
 func (l *addrList) String() string {
@@ -80,29 +75,10 @@ func (l *addrList) String() string {
 
 func (l *addrList) Set(v string) error {
 	var a netip.Addr
-	if err := (addrFlag{&a}).Set(v); err != nil {
+	if err := (smcflag.Addr{A: &a}).Set(v); err != nil {
 		return err
 	}
 	*l = append(*l, a)
-	return nil
-}
-
-// addrFlag is an IP address flag.
-type addrFlag struct{ a *netip.Addr }
-
-func (f addrFlag) String() string {
-	if f.a == nil || !f.a.IsValid() {
-		return ""
-	}
-	return f.a.String()
-}
-
-func (f addrFlag) Set(v string) error {
-	a, err := netip.ParseAddr(v)
-	if err != nil {
-		return fmt.Errorf("not an IP address: %q", v)
-	}
-	*f.a = a.Unmap()
 	return nil
 }
 
@@ -114,9 +90,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keep, "k", false, "with -l: serve connections at once and keep listening (until -n connections)")
 	fs.BoolVar(&o.echo, "echo", false, "with -l: send back what each connection sends (stdin is not read)")
 	fs.IntVar(&o.conns, "n", 0, "with -l: exit after `N` connections (default: 1, or with -k none)")
-	fs.Var(addrFlag{&o.src}, "s", "dial from this source `address` (the goroce device's too, unless -dev)")
+	fs.Var(smcflag.Addr{A: &o.src}, "s", "dial from this source `address` (the goroce device's too, unless -dev)")
 	fs.Var((*addrList)(&o.devs), "dev", "a goroce device on this `address`, repeatable: the first carries each link group's first link, the others alternate paths (a second link; connections move there when a path fails); default: the connection's own address")
-	fs.Var((*stringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
+	fs.Var((*smcflag.StringList)(&o.ueids), "ueid", "a user-defined EID (`NAME`) for SMC-Rv2, repeatable, as Linux's smcr ueid add sets them; without one only SMC-Rv1 is offered")
 	fs.BoolVar(&o.verbose, "v", false, "print on stderr what each connection became: SMC-R v2/v1 or TCP fallback with the reason, and its link")
 	fs.BoolVar(&o.speaksSMC, "peer-speaks-smc", false, "unprivileged mode: send no SMC TCP option and speak SMC anyway; the peer must be told the same (a peer that does not speak SMC, a Linux one included, is refused)")
 	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")
@@ -126,7 +102,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
 	fs.IntVar(&o.parallel, "P", 1, "dial `N` connections at once from one device (so in one link group); more than 1 needs -pattern")
-	fs.StringVar(&o.backend, "backend", backendflag.UDP, "the goroce device's packet `backend`: udp (a UDP socket on port 4791) or afpacket (whole Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW)")
+	fs.StringVar(&o.backend, "backend", backendflag.UDP, "the goroce device's "+backendflag.FlagHelp)
 	fs.StringVar(&o.iface, "i", "", "the network `interface` of -backend afpacket (default: the one that has the device's address)")
 	fs.Int64Var(&o.pattern, "pattern", 0, "instead of stdin, send each connection `bytes` of a generated stream (its own per connection), check that the peer echoes it back exactly, and print a line per connection on stdout")
 	return fs
@@ -189,8 +165,8 @@ func parseArgs(args []string) (options, error) {
 		return o, usagef("-P %d needs -pattern: stdin cannot feed %d connections", o.parallel, o.parallel)
 	case o.linger < 0 || o.timeout < 0:
 		return o, usagef("durations must not be negative")
-	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket:
-		return o, usagef("-backend %q: want udp or afpacket", o.backend)
+	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket && o.backend != backendflag.Shm && o.backend != backendflag.Auto:
+		return o, usagef("-backend %q: want udp, afpacket, shm or auto", o.backend)
 	case o.iface != "" && o.backend != backendflag.AFPacket:
 		return o, usagef("-i goes with -backend afpacket")
 	}

@@ -41,7 +41,9 @@
 // ($GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID):
 // smcss lists them.
 //
-// Exit status: 0 on success, 1 if a connection failed, 2 for a bad command
+// Exit status: 0 on success, 1 if a connection failed (the peer's abort
+// among them, unless --peer-abort expects it; a server serves on after a
+// failed connection and exits 1 at its end), 2 for a bad command
 // line or when SMC cannot be set up (no privileges for the TCP option
 // without -peer-speaks-smc, a capture file that cannot be created).
 package main
@@ -56,11 +58,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/cmd/internal/smcflag"
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/smcr"
-	"github.com/goroce/goroce/smcr/tcpopt"
 )
 
 func main() {
@@ -90,15 +92,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "smcat: %v\nrun smcat -h for the usage\n", err)
 		return exitSetup
 	}
-	log := &logger{w: stderr, verbose: o.verbose}
+	log := &logger{Prog: "smcat", W: stderr, Verbose: o.verbose}
 	cfg := config(&o)
 	if o.verbose {
-		cfg.OnLink = func(e smcr.LinkEvent) { log.lines(describeLink(e)) }
+		cfg.OnLink = func(e smcr.LinkEvent) { log.Lines(describeLink(e)) }
 	}
 	var capt *capture
 	if o.capture != "" {
 		if capt, err = openCapture(o.capture, &cfg); err != nil {
-			log.errorf("%v", err)
+			log.Errorf("%v", err)
 			return exitSetup
 		}
 	}
@@ -117,12 +119,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	pubRelease()
 	if capt != nil {
 		if err := capt.close(); err != nil {
-			log.errorf("%v", err)
+			log.Errorf("%v", err)
 			if code == exitOK {
 				code = exitConn
 			}
 		} else {
-			log.infof("capture written to %s", o.capture)
+			log.Infof("capture written to %s", o.capture)
 		}
 	}
 	return code
@@ -130,11 +132,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // config is the smcr configuration of the options.
 func config(o *options) smcr.Config {
-	cfg := smcr.Config{Signalling: smcr.SignalOption, UEIDs: o.ueids, LinkGroupLinger: o.linger,
-		SendBufSize: o.bufSize, RecvBufSize: o.bufSize, Devices: o.devs}
-	if o.speaksSMC {
-		cfg.Signalling, cfg.PeerSpeaksSMC = smcr.SignalConfigured, true
-	}
+	f := smcflag.Flags{SpeaksSMC: o.speaksSMC, UEIDs: o.ueids, Linger: o.linger, BufSize: o.bufSize}
+	cfg := f.Config()
+	cfg.Devices = o.devs
 	if o.backend != "" && o.backend != backendflag.UDP {
 		spec := backendflag.Spec{Kind: o.backend, Iface: o.iface}
 		cfg.Backend = func(ap netip.AddrPort) (backend.Backend, error) {
@@ -151,18 +151,11 @@ func config(o *options) smcr.Config {
 // connection (the TCP option cannot be sent), or returns "". The whole
 // error chain is for -v.
 func setupError(err error, log *logger) string {
-	var why string
-	switch {
-	case errors.Is(err, tcpopt.ErrNotPermitted):
-		why = "this process may not load the sock_ops BPF program that sets it (needs CAP_BPF and CAP_NET_ADMIN)"
-	case errors.Is(err, tcpopt.ErrUnsupported):
-		why = "this system cannot put it into TCP handshakes (needs Linux 5.10+ with cgroup v2 and BPF sock_ops)"
-	default:
-		return ""
+	msg := smcflag.SetupError(err, "smcat")
+	if msg != "" {
+		log.Infof("detail: %v", err)
 	}
-	log.infof("detail: %v", err)
-	return "cannot send the SMC TCP option, which tells a peer that this side speaks SMC: " + why + ".\n" +
-		"Run smcat as root, or pass -peer-speaks-smc on both sides (SMC without the option; a Linux peer then falls back to TCP)."
+	return msg
 }
 
 // waitLinkGroups waits (at most linger and a margin for the last closes
@@ -175,10 +168,10 @@ func waitLinkGroups(linger time.Duration, log *logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := smcr.WaitIdle(ctx); err != nil {
-		log.errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)
+		log.Errorf("warning: link groups still up %v after the last connection (exiting anyway): %v", limit, err)
 		return
 	}
-	log.infof("link groups ended")
+	log.Infof("link groups ended")
 }
 
 // publisher is the process's publishing socket, shared by the runs of
@@ -197,7 +190,7 @@ func publish(log *logger) func() {
 	if publisher.refs == 0 {
 		p, err := smcr.Publish("")
 		if err != nil {
-			log.errorf("warning: smcss will not list this process: %v", err)
+			log.Errorf("warning: smcss will not list this process: %v", err)
 			return func() {}
 		}
 		publisher.p = p
@@ -213,35 +206,5 @@ func publish(log *logger) func() {
 	}
 }
 
-// logger writes smcat's messages to stderr, one line at a time.
-type logger struct {
-	mu      sync.Mutex
-	w       io.Writer
-	verbose bool
-}
-
-// errorf always prints.
-func (l *logger) errorf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "smcat: "+format+"\n", args...)
-}
-
-// infof prints with -v.
-func (l *logger) infof(format string, args ...any) {
-	if l.verbose {
-		l.errorf(format, args...)
-	}
-}
-
-// lines prints each line with -v.
-func (l *logger) lines(ls []string) {
-	if !l.verbose {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range ls {
-		fmt.Fprintf(l.w, "smcat: %s\n", s)
-	}
-}
+// logger writes smcat's messages to stderr.
+type logger = smcflag.Logger

@@ -55,14 +55,14 @@ func patternConn(ctx context.Context, d *smcr.Dialer, i int, o *options, out io.
 	nc, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
 		if msg := setupError(err, log); msg != "" {
-			log.errorf("%s", msg)
+			log.Errorf("%s", msg)
 			return exitSetup
 		}
 		fmt.Fprintf(out, "conn %d: connect to %s: %s\n", i, target, dialError(err, o, log))
 		return exitConn
 	}
 	c := nc.(*smcr.Conn)
-	log.lines(describe(c, fmt.Sprintf("conn %d: connected to %s from %s", i, c.RemoteAddr(), c.LocalAddr())))
+	log.Lines(describe(c, fmt.Sprintf("conn %d: connected to %s from %s", i, c.RemoteAddr(), c.LocalAddr())))
 	r := runPattern(ctx, c, i, o)
 	fmt.Fprintf(out, "conn %d: %d bytes sent, %d echoed and checked", i, r.sent, r.checked)
 	switch {

@@ -17,14 +17,14 @@ func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, s
 	ln, err := smcr.Listen("tcp", net.JoinHostPort(o.addr, o.port), cfg)
 	if err != nil {
 		if msg := setupError(err, log); msg != "" {
-			log.errorf("%s", msg)
+			log.Errorf("%s", msg)
 			return exitSetup
 		}
-		log.errorf("listen on %s: %v", net.JoinHostPort(o.addr, o.port), err)
+		log.Errorf("listen on %s: %v", net.JoinHostPort(o.addr, o.port), err)
 		return exitSetup
 	}
 	// The line the interop harness and demo wait for.
-	log.infof("listening on %s (%s)", ln.Addr(), signallingText(cfg.Signalling, cfg.PeerSpeaksSMC))
+	log.Infof("listening on %s (%s)", ln.Addr(), signallingText(cfg.Signalling, cfg.PeerSpeaksSMC))
 	stopListening := sync.OnceFunc(func() { ln.Close() })
 	defer stopListening()
 	stop := context.AfterFunc(ctx, stopListening)
@@ -34,7 +34,7 @@ func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, s
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	handle := func(c *smcr.Conn) {
-		log.lines(describe(c, "connection from "+c.RemoteAddr().String()+" to "+c.LocalAddr().String()))
+		log.Lines(describe(c, "connection from "+c.RemoteAddr().String()+" to "+c.LocalAddr().String()))
 		var r result
 		switch {
 		case o.echo:
@@ -44,10 +44,12 @@ func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, s
 		default:
 			r = stream(ctx, c, stdin, out, o)
 		}
-		// A peer that aborts its connection, or closes it while data is
-		// still coming its way, ends that connection, not the server.
-		if r.reset || r.peerGone {
-			log.infof("%s: %v (%d bytes sent, %d received)", c.RemoteAddr(), r.err, r.sent, r.received)
+		// A peer that closes while data is still coming its way ends that
+		// connection, not the server; so does one that aborts, which
+		// fails the connection (exit 1 at the end) unless --peer-abort
+		// expects it (report).
+		if r.peerGone {
+			log.Infof("%s: %v (%d bytes sent, %d received)", c.RemoteAddr(), r.err, r.sent, r.received)
 			return
 		}
 		if report(r, c, o, log) != exitOK {
@@ -58,7 +60,7 @@ func serve(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, s
 		nc, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() == nil {
-				log.errorf("accept: %v", err)
+				log.Errorf("accept: %v", err)
 				failed.Add(1)
 			}
 			break

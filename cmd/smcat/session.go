@@ -19,14 +19,14 @@ func dial(ctx context.Context, o *options, cfg *smcr.Config, stdin io.Reader, st
 	nc, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
 		if msg := setupError(err, log); msg != "" {
-			log.errorf("%s", msg)
+			log.Errorf("%s", msg)
 			return exitSetup
 		}
-		log.errorf("connect to %s: %s", target, dialError(err, o, log))
+		log.Errorf("connect to %s: %s", target, dialError(err, o, log))
 		return exitConn
 	}
 	c := nc.(*smcr.Conn)
-	log.lines(describe(c, "connected to "+c.RemoteAddr().String()+" from "+c.LocalAddr().String()))
+	log.Lines(describe(c, "connected to "+c.RemoteAddr().String()+" from "+c.LocalAddr().String()))
 	res := stream(ctx, c, stdin, stdout, o)
 	return report(res, c, o, log)
 }
@@ -38,7 +38,7 @@ func dialError(err error, o *options, log *logger) string {
 	if !errors.Is(err, smcr.ErrPeerNotSMC) || !o.speaksSMC {
 		return err.Error()
 	}
-	log.infof("detail: %v", err)
+	log.Infof("detail: %v", err)
 	return "the peer does not speak SMC (it answered the SMC handshake with something else); " +
 		"-peer-speaks-smc is only for peers told the same: for a plain TCP peer run smcat as root without it (it falls back to TCP), or use nc"
 }
@@ -57,15 +57,15 @@ func report(r result, c *smcr.Conn, o *options, log *logger) int {
 	peer := c.RemoteAddr().String()
 	switch {
 	case r.reset && o.peerAbort:
-		log.infof("%s: the peer aborted, as expected (%d bytes sent, %d received)", peer, r.sent, r.received)
+		log.Infof("%s: the peer aborted, as expected (%d bytes sent, %d received)", peer, r.sent, r.received)
 	case r.reset:
-		log.errorf("%s: connection reset: the peer aborted it (%d bytes sent, %d received)", peer, r.sent, r.received)
+		log.Errorf("%s: connection reset: the peer aborted it (%d bytes sent, %d received)", peer, r.sent, r.received)
 		return exitConn
 	case r.err != nil:
-		log.errorf("%s: %v (%d bytes sent, %d received)", peer, r.err, r.sent, r.received)
+		log.Errorf("%s: %v (%d bytes sent, %d received)", peer, r.err, r.sent, r.received)
 		return exitConn
 	default:
-		log.infof("%s: ended (%s): %d bytes sent, %d received", peer, r.ended, r.sent, r.received)
+		log.Infof("%s: ended (%s): %d bytes sent, %d received", peer, r.ended, r.sent, r.received)
 	}
 	return exitOK
 }

@@ -321,32 +321,43 @@ func mustPort(t *testing.T, s string) uint16 {
 
 // --end close and abort: the client closes at stdin's EOF without waiting
 // for the echo; --end abort on an echo server reads one byte and closes
-// with the rest unread, and a client told to expect it (--peer-abort)
-// exits 0.
+// with the rest unread. A side told to expect the peer's abort
+// (--peer-abort) exits 0; one not told fails with 1: an aborted connection
+// is a failed one.
 func TestEnds(t *testing.T) {
 	setRunDir(t)
 	ctx := context.Background()
 	tests := []struct {
-		name         string
-		srvEnd       string
-		cliArgs      []string
-		data         int
-		wantEchoFull bool
+		name             string
+		srvEnd           string
+		srvArgs          []string
+		cliArgs          []string
+		data             int
+		wantEchoFull     bool
+		srvExit, cliExit int
 	}{
-		{"client shuts down", "shut", nil, 100000, true},
-		{"client closes", "shut", []string{"--end", "close"}, 1000, false},
-		{"client aborts", "shut", []string{"--end", "abort"}, 100000, false},
-		{"server closes", "close", nil, 100000, true},
-		{"server aborts", "abort", []string{"--peer-abort"}, 200000, false},
+		{"client shuts down", "shut", nil, nil, 100000, true, 0, 0},
+		{"client closes", "shut", []string{"--peer-abort"}, []string{"--end", "close"}, 1000, false, 0, 0},
+		{"client aborts", "shut", []string{"--peer-abort"}, []string{"--end", "abort"}, 100000, false, 0, 0},
+		{"client aborts unexpectedly", "shut", nil, []string{"--end", "abort"}, 100000, false, exitConn, 0},
+		{"server closes", "close", nil, nil, 100000, true, 0, 0},
+		{"server aborts", "abort", nil, []string{"--peer-abort"}, 200000, false, 0, 0},
+		{"server aborts unexpectedly", "abort", nil, nil, 200000, false, 0, exitConn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sa, ca := hostPair(t)
-			srv, port := listen(t, ctx, nil, args("-v", "-l", "--echo", "--end", tt.srvEnd, sa.String(), "0")...)
+			srv, port := listen(t, ctx, nil, args(append(tt.srvArgs, "-v", "-l", "--echo", "--end", tt.srvEnd, sa.String(), "0")...)...)
 			data := randomBytes(t, tt.data)
 			cli := start(t, ctx, bytes.NewReader(data), args(append(tt.cliArgs, "-v", "-s", ca.String(), sa.String(), port)...)...)
-			require.Equal(t, 0, cli.wait(t), cli.stderr.String())
-			require.Equal(t, 0, srv.wait(t), srv.stderr.String())
+			require.Equal(t, tt.cliExit, cli.wait(t), cli.stderr.String())
+			require.Equal(t, tt.srvExit, srv.wait(t), srv.stderr.String())
+			if tt.srvExit != 0 {
+				assert.Contains(t, srv.stderr.String(), "connection reset: the peer aborted it")
+			}
+			if tt.cliExit != 0 {
+				assert.Contains(t, cli.stderr.String(), "connection reset: the peer aborted it")
+			}
 			got := []byte(cli.stdout.String())
 			if tt.wantEchoFull {
 				assert.True(t, bytes.Equal(data, got), "the whole echo")
@@ -423,7 +434,7 @@ func TestCloseAfterEcho(t *testing.T) {
 // says so.
 func TestReportReset(t *testing.T) {
 	var b bytes.Buffer
-	log := &logger{w: &b}
+	log := &logger{Prog: "smcat", W: &b}
 	sa, ca := hostPair(t)
 	c := fakeConn(t, sa, ca)
 	assert.Equal(t, exitConn, report(result{reset: true, sent: 5}, c, &options{}, log))
@@ -511,7 +522,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-P", "2", "127.0.0.1", "80"}, "-P 2 needs -pattern"},
 		{[]string{"-P", "0", "-pattern", "10", "127.0.0.1", "80"}, "want 1 to 255 connections"},
 		{[]string{"-pattern", "-5", "127.0.0.1", "80"}, "want a byte count"},
-		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp or afpacket"},
+		{[]string{"-backend", "shmem", "127.0.0.1", "80"}, "want udp, afpacket, shm or auto"},
 		{[]string{"-i", "eth0", "127.0.0.1", "80"}, "-i goes with -backend afpacket"},
 		{[]string{"-l", "-pattern", "5", "127.0.0.1", "80"}, "-P and -pattern go with dialing"},
 		{[]string{"-dev", "0.0.0.0", "127.0.0.1", "80"}, "a device needs a specific address"},

@@ -7,33 +7,36 @@
 // else /tmp/goroce-UID), and smcss asks each. It believes only a run
 // directory of the user's that nobody else may write to, and only sockets
 // that a process of the user's serves (others are reported and skipped);
-// it removes the sockets of processes that died. Without options it lists
+// it removes the sockets of processes that died. As root it lists every
+// user's processes, as smc-tools' smcss lists every user's sockets for
+// root: each user's run directory (at the default places: see
+// rundir.Dirs) and sockets are believed only if that user owns and
+// serves them. Without options it lists
 // the connected sockets, SMC-R and fallback ones (Mode "TCP" with Linux's
 // fallback reason code, and the peer's when it declined); -a adds the
-// listening ones, -l shows only those; -e adds the buffers, token,
-// shutdown state and byte counters; -R shows only SMC-R connections, with
+// listening ones, -l shows only those; -e (or smc-tools' -d, --debug)
+// adds the buffers, token, shutdown state and byte counters; -R shows
+// only SMC-R connections, with
 // their link: link group, link id, QPNs and GIDs. The columns are smcss's
 // where they mean the same; Inode (a goroce socket has none) is replaced
-// by the program's PID, and Intf by the goroce device in -R.
+// by the program's PID, and Intf by the goroce device in -R. Options are
+// smc-tools' (clustered, -aR, or long, --all --smcr); --run-dir DIR reads
+// that directory alone.
 //
 // Exit status: 0, or 1 if the run directory cannot be read or is not
 // trusted.
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"sort"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/goroce/goroce/rocev2/device"
+	"github.com/goroce/goroce/cmd/internal/getopt"
+	"github.com/goroce/goroce/internal/rundir"
 	"github.com/goroce/goroce/smcr"
 )
 
@@ -43,61 +46,112 @@ func main() {
 
 // options select what smcss shows.
 type options struct {
-	all, listening, extended, smcr, wide bool
-	dir                                  string
+	all, listening, extended, smcr, smcd, wide bool
+	dir                                        string // --run-dir: this directory alone
 }
+
+// smcss's options, smc-tools' (getopt_long: clustered, abbreviated)
+// and goroce's --run-dir. -d (--debug) is smc-tools' additional debug
+// information, such as the shutdown state: what -e shows.
+var opts = []getopt.Opt{
+	{Short: 'a', Long: "all"}, {Short: 'l', Long: "listening"}, {Short: 'e', Long: "extended"},
+	{Short: 'd', Long: "debug"}, {Short: 'D', Long: "smcd"}, {Short: 'R', Long: "smcr"},
+	{Short: 'W', Long: "wide"}, {Short: 'V', Long: "version"}, {Short: 'v'}, {Short: 'h', Long: "help"},
+	{Long: "run-dir", HasArg: true, Goroce: true},
+}
+
+var errVersion = errors.New("version")
+
+const usageText = `Usage: smcss [ OPTIONS ]
+	-h, --help          this message
+	-V, --version       show version information
+	-a, --all           show all sockets
+	-l, --listening     show listening sockets
+	-e, --extended      show detailed socket information
+	-d, --debug         show additional debug information, such as the shutdown state (as -e)
+	-W, --wide          do not truncate IP addresses
+	-D, --smcd          show only SMC-D sockets (goroce has none)
+	-R, --smcr          show detailed SMC-R information (shows only SMC-R sockets)
+	--run-dir DIR       read the goroce run directory DIR only (default: $GOROCE_RUN_DIR, else
+	                    $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID; as root, every user's too)
+	no OPTIONS          show all connected sockets
+`
 
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("smcss", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&o.all, "a", false, "show all sockets: the listening ones too")
-	fs.BoolVar(&o.listening, "l", false, "show only the listening sockets")
-	fs.BoolVar(&o.extended, "e", false, "show the buffers, token, shutdown state and byte counters")
-	fs.BoolVar(&o.smcr, "R", false, "show only SMC-R connections, with their link group and link")
-	fs.BoolVar(&o.wide, "W", false, "do not truncate addresses")
-	fs.StringVar(&o.dir, "d", "", "the goroce run `directory` (default $GOROCE_RUN_DIR, else $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: smcss [-a | -l] [-e] [-R] [-W] [-d DIR]\n\nThe SMC sockets of running goroce programs (no options: the connected ones).\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	p := getopt.Parser{Prog: "smcss", Opts: opts}
+	operands, err := p.Parse(args, func(i int, val string) error {
+		switch opts[i].Short {
+		case 'a':
+			o.all = true
+		case 'l':
+			o.listening = true
+		case 'e', 'd':
+			o.extended = true
+		case 'D':
+			o.smcd = true
+		case 'R':
+			o.smcr = true
+		case 'W':
+			o.wide = true
+		case 'V', 'v':
+			return errVersion
+		case 'h':
+			return flag.ErrHelp
+		default:
+			o.dir = val
+		}
+		return nil
+	}, stderr)
+	if err != nil {
 		return o, err
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected operand %q", fs.Arg(0))
+	if len(operands) > 0 {
+		return o, fmt.Errorf("unexpected operand %q", operands[0])
 	}
 	for _, bad := range []struct {
 		both bool
 		what string
 	}{
-		{o.listening && o.extended, "-l together with -e"},
-		{o.listening && o.all, "-l together with -a"},
-		{o.listening && o.smcr, "-l together with -R"},
+		{o.smcr && o.smcd, "--smcd together with --smcr"},
+		{o.listening && o.extended, "--listening together with --extended"},
+		{o.listening && o.all, "--listening together with --all"},
+		{o.listening && o.smcr, "--listening together with --smcr"},
+		{o.listening && o.smcd, "--listening together with --smcd"},
 	} {
 		if bad.both {
 			return o, fmt.Errorf("%s is not supported", bad.what)
 		}
-	}
-	if o.dir == "" {
-		o.dir = device.RunDir()
 	}
 	return o, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseArgs(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usageText)
 		return 0
-	}
-	if err != nil {
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, "smcss utility, goroce")
+		return 0
+	case errors.Is(err, getopt.ErrBadOption), errors.Is(err, getopt.ErrUsage):
+		fmt.Fprint(stderr, usageText)
+		return 2
+	case err != nil:
 		fmt.Fprintf(stderr, "smcss: %v\n", err)
+		fmt.Fprint(stderr, usageText)
 		return 2
 	}
-	procs, err := gather(o.dir, stderr)
+	procs, err := smcr.ReadRunning(o.dir, readTimeout, func(err error) {
+		fmt.Fprintf(stderr, "smcss: %s\n", rundir.Printable(err.Error()))
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "smcss: %v\n", err)
 		return 1
+	}
+	if o.smcd {
+		procs = nil // goroce speaks SMC-R only: no SMC-D socket to show
 	}
 	fmt.Fprint(stdout, format(procs, &o))
 	return 0
@@ -105,40 +159,3 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // readTimeout bounds how long one process may take to answer.
 const readTimeout = 2 * time.Second
-
-// gather reads every publishing process in dir. A socket whose process
-// died is skipped quietly (and removed); one that answers something else,
-// or that another user serves, is reported.
-func gather(dir string, stderr io.Writer) ([]*smcr.Published, error) {
-	paths, err := smcr.PublishedPaths(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read the run directory: %w", err)
-	}
-	var procs []*smcr.Published
-	for _, path := range paths {
-		ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-		p, err := smcr.ReadPublished(ctx, path)
-		cancel()
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, fs.ErrNotExist):
-			continue // its process is gone
-		case err != nil:
-			fmt.Fprintf(stderr, "smcss: %s\n", printable(err.Error()))
-			continue
-		}
-		procs = append(procs, p)
-	}
-	sort.SliceStable(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-	return procs, nil
-}
-
-// printable replaces control characters: an error may quote what another
-// process sent.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}

@@ -145,20 +145,41 @@ func TestFlags(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"-l", "-e"}, 2, "-l together with -e is not supported"},
-		{[]string{"-l", "-a"}, 2, "-l together with -a is not supported"},
-		{[]string{"-l", "-R"}, 2, "-l together with -R is not supported"},
-		{[]string{"-D"}, 2, "flag provided but not defined: -D"},
+		{[]string{"-l", "-e"}, 2, "--listening together with --extended is not supported"},
+		{[]string{"-l", "-d"}, 2, "--listening together with --extended is not supported"},
+		{[]string{"-la"}, 2, "--listening together with --all is not supported"},
+		{[]string{"-l", "--smcr"}, 2, "--listening together with --smcr is not supported"},
+		{[]string{"-D", "-R"}, 2, "--smcd together with --smcr is not supported"},
+		{[]string{"-x"}, 2, "smcss: invalid option -- 'x'"},
+		{[]string{"--bogus"}, 2, "unrecognized option"},
 		{[]string{"x"}, 2, `unexpected operand "x"`},
-		{[]string{"-h"}, 0, "usage: smcss"},
+		// smc-tools' own spellings, which smcss took for errors before.
+		{[]string{"-aR"}, 0, ""},
+		{[]string{"-a", "-R"}, 0, ""},
+		{[]string{"--all", "--smcr"}, 0, ""},
+		{[]string{"--sm", "--all"}, 2, "ambiguous"},
+		{[]string{"-d"}, 0, ""},
+		{[]string{"--debug", "-W", "-D"}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			assert.Equal(t, tt.code, run(append(tt.args, "-d", t.TempDir()), &out, &errOut))
-			assert.Contains(t, errOut.String(), tt.err)
+			assert.Equal(t, tt.code, run(append(tt.args, "--run-dir", t.TempDir()), &out, &errOut))
+			if tt.err == "" {
+				assert.Empty(t, errOut.String())
+				assert.True(t, strings.HasPrefix(out.String(), "State "), out.String())
+			} else {
+				assert.Contains(t, errOut.String(), tt.err)
+			}
 		})
 	}
+	var out bytes.Buffer
+	assert.Equal(t, 0, run([]string{"-h"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "Usage: smcss [ OPTIONS ]")
+	assert.Contains(t, out.String(), "-d, --debug")
+	out.Reset()
+	assert.Equal(t, 0, run([]string{"-V"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "smcss utility")
 }
 
 // smcss against this process's own SMC-R and fallback connections,
@@ -209,10 +230,10 @@ func TestLive(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrUnix{Name: smcr.PublishPath(dir, 999999)}))
 	syscall.Close(fd)
-	rundirtest.Serve(t, smcr.PublishPath(dir, 999998), "goroce-smc 1\n{\"sockets\":1}\n\x1b[31m{not json\n")
+	rundirtest.Serve(t, smcr.PublishPath(dir, 999998), "goroce-smc 2\n{\"sockets\":1}\n\x1b[31m{not json\n")
 
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, run([]string{"-a", "-d", dir}, &out, &errOut))
+	require.Equal(t, 0, run([]string{"-a", "--run-dir", dir}, &out, &errOut))
 	got := out.String()
 	pid := strconvItoa(os.Getpid())
 	for _, want := range []string{
@@ -230,7 +251,7 @@ func TestLive(t *testing.T) {
 	assert.NotContains(t, errOut.String(), "\x1b", "nothing from a publisher reaches the terminal raw")
 
 	out.Reset()
-	require.Equal(t, 0, run([]string{"-R", "-d", dir}, &out, io.Discard))
+	require.Equal(t, 0, run([]string{"-R", "--run-dir", dir}, &out, io.Discard))
 	ci, _ := smcr.Info(c)
 	assert.Contains(t, out.String(), "CLNT "+col21(netip.AddrPortFrom(cli, 4791).String())+"01     "+
 		hex8(ci.LinkGroup)+" "+hex6(ci.Links[0].LocalQPN)+" "+hex6(ci.Links[0].PeerQPN)+"   "+col23(cli.String())+srv.String()+"\n")
@@ -249,7 +270,7 @@ func hex6(n uint32) string     { return fmt.Sprintf("%06x", n) }
 
 // fakeListing is what a socket that is not a goroce process of the user's
 // answers: a process smcss must never list.
-const fakeListing = "goroce-smc 1\n{\"pid\":31337,\"uid\":0,\"program\":\"fake\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
+const fakeListing = "goroce-smc 2\n{\"pid\":31337,\"uid\":0,\"program\":\"fake\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
 
 // A run directory that others may write to is refused (status 1, and
 // what to do); a socket there that another user serves is reported and
@@ -258,7 +279,7 @@ func TestUntrustedRunDir(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o777))
 	var out, errOut bytes.Buffer
-	assert.Equal(t, 1, run([]string{"-a", "-d", dir}, &out, &errOut))
+	assert.Equal(t, 1, run([]string{"-a", "--run-dir", dir}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "smcss: read the run directory: run directory "+dir+" has mode 0777")
 	assert.Contains(t, errOut.String(), "chmod go-w it, or set GOROCE_RUN_DIR")
 	assert.Empty(t, out.String())
@@ -268,8 +289,30 @@ func TestUntrustedRunDir(t *testing.T) {
 		path := smcr.PublishPath(dir, 31337)
 		rundirtest.ForeignSocket(t, path, fakeListing)
 		var out, errOut bytes.Buffer
-		assert.Equal(t, 0, run([]string{"-a", "-d", dir}, &out, &errOut))
+		assert.Equal(t, 0, run([]string{"-a", "--run-dir", dir}, &out, &errOut))
 		assert.NotContains(t, out.String(), "31337")
 		assert.Contains(t, errOut.String(), "socket "+path+" is served by uid 65534, not by you")
 	})
+}
+
+// As root smcss lists every user's processes, as smc-tools' smcss lists
+// every user's sockets for root: a user's run directory at the default
+// place, believed as that user's (root only: it runs a publisher as
+// nobody).
+func TestRootListsEveryUser(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("GOROCE_RUN_DIR", t.TempDir())
+	listing := "goroce-smc 2\n{\"pid\":31337,\"uid\":65534,\"program\":\"smcat\",\"sockets\":1}\n{\"state\":\"LISTEN\",\"local\":\"192.0.2.1:1\"}\n"
+	rundirtest.ForeignPublisher(t, tmp, filepath.Base(smcr.PublishPath("", 31337)), listing)
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"-a"}, &out, &errOut))
+	assert.Empty(t, errOut.String())
+	assert.Contains(t, out.String(), "LISTEN         65534 31337   192.0.2.1:1\n")
+
+	// --run-dir reads that directory alone.
+	out.Reset()
+	require.Equal(t, 0, run([]string{"-a", "--run-dir", os.Getenv("GOROCE_RUN_DIR")}, &out, &errOut))
+	assert.NotContains(t, out.String(), "31337")
 }

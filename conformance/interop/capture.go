@@ -116,6 +116,10 @@ type captureCheck struct {
 	alias map[string]string
 	// wire is every RoCE packet's sender-chosen fields (wirecheck.go).
 	wire []wireFrame
+	// opPSNs is, per source address and opcode ("198.18.0.1
+	// RDMA_READ_REQUEST"), the PSNs it sent them with: a retransmission
+	// counts once.
+	opPSNs map[string]map[uint32]bool
 }
 
 var textLineRE = regexp.MustCompile(`^(\S+) (\S+)\.\d+ > (\S+)\.\d+: (?:RC|UC|UD|RD) (\S+) qp \S+ psn (\d+)`)
@@ -177,7 +181,7 @@ func checkCaptureAs(ctx context.Context, rocedump, file string, alias map[string
 
 func newCaptureCheck() *captureCheck {
 	return &captureCheck{bySrc: map[string]int{}, lastReq: map[string]uint32{}, lastReqAcked: map[string]bool{}, smc: newSMCWire(),
-		lastMsg: map[string]*msgHistory{}, lastAt: map[string]float64{}}
+		lastMsg: map[string]*msgHistory{}, lastAt: map[string]float64{}, opPSNs: map[string]map[uint32]bool{}}
 }
 
 // addJSON counts rocedump -json's lines: ICRC results and NAKs.
@@ -231,6 +235,11 @@ func (cc *captureCheck) addText(out string) {
 		cc.lastAt[from] = t
 		psn64, _ := strconv.ParseUint(m[5], 10, 32)
 		psn := uint32(psn64)
+		if k := from + " " + op; cc.opPSNs[k] == nil {
+			cc.opPSNs[k] = map[uint32]bool{psn: true}
+		} else {
+			cc.opPSNs[k][psn] = true
+		}
 		switch {
 		case strings.HasPrefix(op, "RDMA_READ_RESPONSE"):
 		case strings.HasSuffix(op, "_LAST") || strings.HasSuffix(op, "_ONLY") ||

@@ -57,6 +57,15 @@ type tool struct {
 	// bandwidth test: nothing is acknowledged), so the capture need not
 	// have packets from the server.
 	oneWay func(c *testCase) bool
+	// serverAddr is how the client names the server (nil: the address as
+	// the last argument).
+	serverAddr func(addr string) []string
+	// guestListening is the guest command that waits until the guest's
+	// server listens on the case's port (nil: waitlisten, a TCP port).
+	guestListening func(port int) string
+	// checkCapture finds what the capture must show for the tool's case
+	// and does not (nil: nothing more than every case's checks).
+	checkCapture func(c *testCase, cc *captureCheck) []string
 }
 
 // expect is what a case's side must report (tool.want).
@@ -123,10 +132,14 @@ func (c *testCase) commands(idx int, e endpoints) (guest, goroce []string) {
 	guest = append(append([]string{c.tool.guestProg}, c.tool.guestDev(c, e)...), common...)
 	goroce = append(append([]string{c.tool.goroceCmd}, c.tool.goroceDev(c, e)...), common...)
 	goroce = append(goroce, c.backendArgs(e)...)
+	server := func(addr string) []string { return []string{addr} }
+	if c.tool.serverAddr != nil {
+		server = c.tool.serverAddr
+	}
 	if c.server == guestServer {
-		goroce = append(goroce, e.peerAddr)
+		goroce = append(goroce, server(e.peerAddr)...)
 	} else {
-		guest = append(guest, e.goroceAddr)
+		guest = append(guest, server(e.goroceAddr)...)
 	}
 	return guest, goroce
 }
@@ -148,6 +161,9 @@ type testCase struct {
 	chk    bool    // -c
 	loss   float64 // percent: netem loss on what the guest sends (rxe's packets)
 	lossIn float64 // percent: netem loss on what the guest receives (goroce's packets)
+	// madLoss loses every second MAD the guest sends (madLossQdisc): the
+	// CM's messages are lost, and the MAD retries of both sides recover.
+	madLoss bool
 	// backend is goroce's packet backend: "" (its UDP socket) or
 	// afpacket (whole frames on br0), and ipv6 makes the case RoCEv2 over
 	// IPv6 (afcases.go).
@@ -183,6 +199,9 @@ func (c *testCase) name() string {
 	}
 	if c.lossIn > 0 {
 		s += fmt.Sprintf(" lossin=%g%%", c.lossIn)
+	}
+	if c.madLoss {
+		s += " madloss=1/2"
 	}
 	return s + c.variant()
 }
@@ -221,7 +240,7 @@ func (c *testCase) timeout() int {
 	return t
 }
 
-func (c *testCase) lossy() bool { return c.loss > 0 || c.lossIn > 0 }
+func (c *testCase) lossy() bool { return c.loss > 0 || c.lossIn > 0 || c.madLoss }
 
 // both adds the case once per direction.
 func both(c testCase) []testCase {
@@ -255,6 +274,7 @@ func cases() []testCase {
 	cs = append(cs, both(testCase{tool: rcPingpong, size: 65536, iters: 100, mtu: 4096, loss: 5, lossIn: 5, events: true})...)
 	cs = append(cs, backendCases()...)
 	cs = append(cs, verbsCases()...)
+	cs = append(cs, cmCases()...)
 	return append(cs, smcCases()...)
 }
 

@@ -77,7 +77,7 @@ func knownFlake(c *testCase, r *result) string {
 	if k := rxeCompleterStall(c, r); k != "" {
 		return k
 	}
-	if m := r.cap.lastMsg[hostIP]; m != nil && r.goroceRC != 0 && strings.Contains(r.goroceOut, "RETRY_EXC") && m.sends >= 8 {
+	if m := r.cap.lastMsg[hostIP]; m != nil && r.goroceRC != 0 && retryExceeded(r.goroceOut) && m.sends >= 8 {
 		silent := "no ACK of it on the wire"
 		if m.acks > 0 {
 			silent = fmt.Sprintf("its first ACK %.0f ms after it was first sent", (m.ackAt-m.firstAt)*1000)
@@ -125,4 +125,11 @@ func rxeCompleterStall(c *testCase, r *result) string {
 	return fmt.Sprintf(" (known: rxe's completer stall: goroce ACKed rxe's last SEND psn %d at %.6f; rxe retransmitted it after that (a retransmit-timer retry), "+
 		"took the ACK mid-retransmission and fell out of step (rxe_comp.c: COMPST_WRITE_SEND → COMPST_UPDATE_COMP for a WQE not yet pending), then sent nothing more)",
 		m.psn, m.ackAt)
+}
+
+// retryExceeded reports whether goroce's output tells of a completion in
+// IBV_WC_RETRY_EXC_ERR: rc_pingpong prints ibv_wc_status_str's words, as
+// rdma-core's does, the other tools the IBV_WC_ name.
+func retryExceeded(out string) bool {
+	return strings.Contains(out, "transport retry counter exceeded (12)") || strings.Contains(out, "RETRY_EXC")
 }

@@ -33,7 +33,7 @@ func (h *harness) boot(ctx context.Context) error {
 	if err := h.ns.setMTU(ctx, 1500); err != nil {
 		return err
 	}
-	h.curMTU, h.curLoss, h.curLossIn = 1500, 0, 0
+	h.curMTU, h.curLoss, h.curLossIn, h.curMADLoss = 1500, 0, 0, false
 	if h.curIPv6 { // the guest boots without; so must br0 be
 		if err := h.ns.sysctl(ctx, "net/ipv6/conf/br0/disable_ipv6", "1"); err != nil {
 			return err
@@ -199,6 +199,21 @@ func (h *harness) setEnv(ctx context.Context, c *testCase) error {
 			return err
 		}
 		h.curLossIn = c.lossIn
+	}
+	if c.madLoss || h.curMADLoss {
+		// After the loss above: a case with loss replaced the root qdisc
+		// already, one without has none left.
+		cmd := madLossQdisc
+		if !c.madLoss {
+			cmd = "true"
+			if c.loss == 0 {
+				cmd = "tc qdisc del dev eth0 root"
+			}
+		}
+		if _, err := h.vm.mustRun(ctx, 10*time.Second, cmd); err != nil {
+			return err
+		}
+		h.curMADLoss = c.madLoss
 	}
 	return nil
 }

@@ -29,14 +29,14 @@ var guestInit []byte
 
 // imageVersion changes whenever the way images are built changes, so that
 // cached images built the old way are not reused.
-const imageVersion = "goroce-interop-image-1"
+const imageVersion = "goroce-interop-image-2"
 
 // userPackages are the guest's userland. Their library dependencies are
 // added (following only library packages), and from them only what the
 // programs load is copied into the image.
 var userPackages = []string{
 	"busybox-static", "libibverbs1", "ibverbs-providers", "ibverbs-utils",
-	"librdmacm1", "rdmacm-utils", "perftest", "iproute2",
+	"librdmacm1", "rdmacm-utils", "perftest", "iproute2", "libgcc-s1",
 }
 
 // guestModules are loaded at boot, with their dependencies first.
@@ -48,6 +48,8 @@ var guestModules = []string{
 	"rdma_rxe", "smc", "smc_diag",
 	// Loss: netem on eth0, and on an ifb that eth0's ingress is redirected to.
 	"sch_netem", "ifb", "sch_ingress", "cls_matchall", "act_mirred",
+	// MAD loss: a prio qdisc whose MAD band (a u32 filter) is a netem.
+	"sch_prio", "cls_u32",
 }
 
 // iproute2Programs are the programs taken from iproute2 (the others need
@@ -469,6 +471,18 @@ func assemble(ctx context.Context, cfg imageConfig, pkgs []pkgVersion, dir strin
 	}
 	rxeProv, _ := filepath.Rel(byName["ibverbs-providers"], provs[0])
 	progs = append(progs, rxeProv, "etc/libibverbs.d/rxe.driver")
+	// glibc dlopen()s libgcc_s for pthread_exit and pthread_cancel, which
+	// librdmacm's example programs call (rping's CQ thread): without it
+	// they abort at exit.
+	gcc, _ := filepath.Glob(filepath.Join(byName["libgcc-s1"], "*lib/*/libgcc_s.so.1"))
+	if len(gcc) == 0 {
+		gcc, _ = filepath.Glob(filepath.Join(byName["libgcc-s1"], "usr/lib/*/libgcc_s.so.1"))
+	}
+	if len(gcc) != 1 {
+		return "", "", fmt.Errorf("libgcc-s1: want one libgcc_s.so.1, found %v", gcc)
+	}
+	libgcc, _ := filepath.Rel(byName["libgcc-s1"], gcc[0])
+	progs = append(progs, libgcc)
 	for _, p := range progs {
 		if err := u.copy(p); err != nil {
 			return "", "", err

@@ -230,7 +230,7 @@ func TestEndRace(t *testing.T) {
 
 	// goroce (client) gave up on retries after rxe (server) finished.
 	c = testCase{tool: rcPingpong, server: guestServer, iters: 100, loss: 5}
-	r = &result{guestRC: 0, guest: done, goroceRC: 1, goroceOut: "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2",
+	r = &result{guestRC: 0, guest: done, goroceRC: 1, goroceOut: "Failed status transport retry counter exceeded (12) for wr_id 2",
 		cap: &captureCheck{lastReq: map[string]uint32{hostIP: 9}, lastReqAcked: map[string]bool{hostIP: false}}}
 	why, ok = endRace(&c, r)
 	assert.True(t, ok)

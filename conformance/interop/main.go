@@ -176,6 +176,7 @@ type harness struct {
 	curMTU      int
 	curLoss     float64
 	curLossIn   float64
+	curMADLoss  bool
 	curIPv6     bool // IPv6 on br0 and the guest's eth0 (afcases.go)
 	boots       int
 	caseBase    int // cases of earlier guests, for the numbering

@@ -47,13 +47,15 @@ type guestRun struct {
 // rcOnSMCSets are the RC cases -rc-on-smc-guest repeats on the SMC-R
 // guest. rxe's completer stall (flaky.go) is a rule 6.12 still has, so the
 // RC cases run on its rxe too; quick (rc_pingpong's 64 KiB case at path
-// MTU 1024, both directions, where the stall was seen) keeps the whole run
-// within 15 minutes on two cores under TCG.
+// MTU 1024, both directions, where the stall was seen; and the RDMA CM's
+// cases that cmOnSMC picks, since 6.12's CM is another kernel's) keeps the
+// whole run within 15 minutes on two cores under TCG.
 var rcOnSMCSets = map[string]func(c *testCase) bool{
 	"none": func(*testCase) bool { return false },
 	"all":  func(*testCase) bool { return true },
 	"quick": func(c *testCase) bool {
-		return c.tool == rcPingpong && c.mtu == 1024 && c.size == 65536 && !c.lossy() && !c.events && c.variant() == ""
+		return c.tool == rcPingpong && c.mtu == 1024 && c.size == 65536 && !c.lossy() && !c.events && c.variant() == "" ||
+			cmOnSMC(c)
 	},
 }
 

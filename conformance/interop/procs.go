@@ -217,10 +217,11 @@ func (n *netns) command(name string, args ...string) *exec.Cmd {
 }
 
 // netCommand is command for a program that needs the host's mounts: it
-// enters only the namespace's network. ip netns exec also gives the
+// enters only the namespace's network. (ip netns exec also gives the
 // program a mount namespace with a fresh /sys, which hides the cgroup v2
-// mount that smcat's SMC TCP option (a sock_ops BPF program attached to
-// its cgroup) needs.
+// mount that the SMC TCP option's sock_ops BPF program attaches to;
+// tcpopt mounts one privately there now, but the harness keeps to the
+// host's mounts.)
 func (n *netns) netCommand(name string, args ...string) *exec.Cmd {
 	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + n.name, "--", name}, args...)...)
 }

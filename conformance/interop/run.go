@@ -101,6 +101,9 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 	if after, cerr := h.rxeCounters(ctx); cerr == nil && before != nil {
 		r.counters = counterDelta(before, after)
 	}
+	if c.madLoss && !madResent(r.counters) {
+		r.fail("the kernel's CM resent no MAD and met no duplicate: the MAD loss missed")
+	}
 	os.WriteFile(base+".rxe.txt", []byte(r.guestOut), 0o644)
 	os.WriteFile(base+".goroce.txt", []byte(r.goroceOut), 0o644)
 	os.WriteFile(base+".rxe-counters.txt", []byte(formatCounters(r.counters)+"\n"), 0o644)
@@ -188,6 +191,9 @@ func (h *harness) runCase(ctx context.Context, idx int, c *testCase, tag runTag)
 		}
 		fails, notes := cc.checkWire(c)
 		r.reasons = append(r.reasons, fails...)
+		if c.tool.checkCapture != nil {
+			r.reasons = append(r.reasons, c.tool.checkCapture(c, cc)...)
+		}
 		r.notes = append(r.notes, notes...)
 	}
 	return r
@@ -243,7 +249,11 @@ func (h *harness) runPair(ctx context.Context, c *testCase, r *result, port int,
 		if !startGuest() {
 			return
 		}
-		if _, err := h.vm.mustRun(ctx, 30*time.Second, fmt.Sprintf("waitlisten %d 150", port)); err != nil {
+		wait := fmt.Sprintf("waitlisten %d 150", port)
+		if c.tool.guestListening != nil {
+			wait = c.tool.guestListening(port)
+		}
+		if _, err := h.vm.mustRun(ctx, 30*time.Second, wait); err != nil {
 			r.fail("the guest's server does not listen: %v", err)
 			collectGuest(0)
 			return
@@ -356,7 +366,7 @@ func (h *harness) startGoroce(argv []string, base string) (*proc, error) {
 	}
 	defer f.Close()
 	cmd := h.ns.command(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
-	if argv[0] == smcatProg {
+	if argv[0] == smcatProg || argv[0] == relayProg {
 		cmd = h.ns.netCommand(filepath.Join(h.abs(h.opts.bin), argv[0]), argv[1:]...)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
@@ -407,7 +417,10 @@ func stripLines(s, prefix string) string {
 
 // rxeCounters reads rxe0's hw_counters in the guest.
 func (h *harness) rxeCounters(ctx context.Context) (map[string]int64, error) {
-	out, err := h.vm.mustRun(ctx, 10*time.Second, "grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/*")
+	// And the CM's counters (ib_cm's cm_tx_msgs, cm_tx_retries,
+	// cm_rx_msgs, cm_rx_duplicates), keyed by directory and file.
+	out, err := h.vm.mustRun(ctx, 10*time.Second, "grep . /sys/class/infiniband/rxe0/ports/1/hw_counters/* && "+
+		"{ grep -s . /sys/class/infiniband/rxe0/ports/1/cm_*/* || true; }")
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +432,11 @@ func (h *harness) rxeCounters(ctx context.Context) (map[string]int64, error) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err == nil {
-			m[filepath.Base(k)] = n
+			if dir := filepath.Base(filepath.Dir(k)); strings.HasPrefix(dir, "cm_") {
+				m[dir+"/"+filepath.Base(k)] = n
+			} else {
+				m[filepath.Base(k)] = n
+			}
 		}
 	}
 	return m, nil

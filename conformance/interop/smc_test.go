@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestSMCCommands(t *testing.T) {
 	c := testCase{guest: smcGuest, server: goroceServer, smc: &smcSpec{conns: 8, parallel: true, sizes: []int{1, 1 << 20}, clientEnd: endAbort, serverEnd: endShut}}
 	assert.Equal(t, "smcguest client 198.18.0.1 20000 -conns 8 -sizes 1,1m -end abort -timeout 38s -parallel",
 		strings.Join(c.guestSMCCommand(20000, guestEnds), " "))
-	assert.Equal(t, "smcat -v -ueid GOROCE-INTEROP-UEID -l -k --echo -n 8 198.18.0.1 20000",
+	assert.Equal(t, "smcat -v -ueid GOROCE-INTEROP-UEID -l -k --echo -n 8 --peer-abort 198.18.0.1 20000",
 		strings.Join(smcatCommand(&c, guestEnds, 20000), " "))
 	c.server = guestServer
 	assert.Equal(t, "smcguest server 20000 -n 8 -timeout 38s -peer-abort", strings.Join(c.guestSMCCommand(20000, guestEnds), " "))
@@ -341,8 +342,16 @@ func TestAllCases(t *testing.T) {
 		if set == "all" {
 			assert.Equal(t, nrc, again)
 		} else {
-			// rc_pingpong's 64 KiB case at path MTU 1024, both directions.
-			assert.Equal(t, 2, again)
+			// rc_pingpong's 64 KiB case at path MTU 1024, both directions,
+			// and the RDMA CM's cases cmOnSMC picks.
+			ncm := 0
+			for _, c := range base {
+				if c.guest == rcGuest && cmOnSMC(&c) {
+					ncm++
+				}
+			}
+			assert.Positive(t, ncm)
+			assert.Equal(t, 2+ncm, again)
 		}
 		// The RC cases, then those again on the SMC-R guest, then the SMC-R cases.
 		for i, c := range both {
@@ -352,7 +361,9 @@ func TestAllCases(t *testing.T) {
 			case i < nrc+again:
 				assert.Equal(t, smcGuest, c.guest)
 				assert.Nil(t, c.smc)
-				if set == "quick" {
+				if set == "quick" && cmOnSMC(&c) {
+					assert.False(t, c.lossy(), c.name())
+				} else if set == "quick" {
 					assert.Equal(t, rcPingpong, c.tool)
 					assert.Equal(t, 1024, c.mtu)
 					assert.False(t, c.lossy(), c.name())
@@ -378,7 +389,7 @@ func TestKnownFlakeRetryExc(t *testing.T) {
 	cc := newCaptureCheck()
 	cc.addText(sb.String())
 	c := testCase{tool: rcPingpong, server: guestServer, size: 65536, mtu: 1024, iters: 1000}
-	r := &result{cap: cc, goroceRC: 1, goroceOut: "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2\n"}
+	r := &result{cap: cc, goroceRC: 1, goroceOut: "Failed status transport retry counter exceeded (12) for wr_id 2\n"}
 	k := knownFlake(&c, r)
 	assert.Contains(t, k, "goroce's SEND psn 13009028 was sent 8 times with its first ACK 623 ms after it was first sent")
 	assert.Contains(t, k, "retry_cnt 7 ran out as IBTA counts it")
@@ -431,4 +442,21 @@ func TestKnownFlakeRxeCompleterStall(t *testing.T) {
 	c.loss = 0
 	r.guestRC = 0
 	assert.Empty(t, knownFlake(&c, r))
+}
+
+// The relay case: the kernel's client against smc-relay, which relays to
+// a plain TCP echo server beside it.
+func TestRelayCommands(t *testing.T) {
+	var relay *testCase
+	for _, c := range smcCases() {
+		if c.smc.relay {
+			relay = &c
+		}
+	}
+	require.NotNil(t, relay, "a relay case is among the SMC cases")
+	assert.Equal(t, goroceServer, relay.server)
+	r, s := relayCommands(relay, guestEnds, 20000)
+	assert.Equal(t, "smc-relay -v -ueid GOROCE-INTEROP-UEID -n 1 -linger 2s -listen smc:198.18.0.1:20000 -dial tcp:198.18.0.1:20001", strings.Join(r, " "))
+	assert.Equal(t, "smcguest server 20001 -tcp -n 1 -timeout "+strconv.Itoa(relay.smcTimeout())+"s", strings.Join(s, " "))
+	assert.Contains(t, relay.name(), "via smc-relay")
 }

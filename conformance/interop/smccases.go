@@ -25,6 +25,9 @@ type smcSpec struct {
 	lgrEnd    bool          // the link group must end after the host side's linger
 	addLink   bool          // the server's ADD_LINK must be answered
 	hostTCP   bool          // host side: plain TCP (smcguest -tcp): the kernel must fall back
+	// relay: goroce's side is smc-relay in front of a plain TCP echo
+	// server (smcguest server -tcp), the kernel's client unmodified.
+	relay bool
 }
 
 const (
@@ -80,6 +83,15 @@ func smcCases() []testCase {
 	two(smcSpec{sizes: []int{1}, addLink: true}, 0)
 	two(smcSpec{sizes: []int{1 << 10}, testlink: 2, idle: 7 * time.Second}, 0)
 	two(smcSpec{sizes: []int{16 << 20}}, 5)
+	// SMC-R on goroce's AF_PACKET backend (smcr.Config.Backend): whole
+	// frames on the bridge, as rxe's own, instead of a UDP socket.
+	for _, srv := range []side{goroceServer, guestServer} {
+		cs = append(cs, testCase{guest: smcGuest, server: srv, mtu: 1024, backend: afpacket,
+			smc: &smcSpec{conns: 1, sizes: []int{1, 64 << 10, 1 << 20}, clientEnd: endShut, serverEnd: endShut}})
+	}
+	// An unmodified TCP server behind goroce's relay, for the kernel's
+	// SMC-R client.
+	one(goroceServer, smcSpec{sizes: sizesSmall, relay: true}, 0)
 	return cs
 }
 
@@ -110,6 +122,9 @@ func (c *testCase) smcName() string {
 	if s.parallel {
 		n += " parallel"
 	}
+	if s.relay {
+		n += " via smc-relay"
+	}
 	if s.clientEnd != endShut || s.serverEnd != endShut {
 		n += fmt.Sprintf(" end=%s/%s", s.clientEnd, s.serverEnd)
 	}
@@ -125,7 +140,7 @@ func (c *testCase) smcName() string {
 	if c.loss > 0 {
 		n += fmt.Sprintf(" loss=%g%%", c.loss)
 	}
-	return n
+	return n + c.variant()
 }
 
 // smcDirection says who serves and who connects.

@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,8 @@ import (
 const (
 	smcatProg       = "smcat"
 	smcatListenLine = "listening"
+	relayProg       = "smc-relay"
+	relayListenLine = "relaying"
 )
 
 // smcatCommand returns goroce's command line for the case: its echo
@@ -42,7 +45,7 @@ const (
 // stdin and checks what comes back on its stdout).
 func smcatCommand(c *testCase, e endpoints, port int) []string {
 	s := c.smc
-	a := []string{smcatProg, "-v", "-ueid", InteropUEID}
+	a := append([]string{smcatProg, "-v", "-ueid", InteropUEID}, c.backendArgs(e)...)
 	if s.lgrEnd {
 		a = append(a, "--linger", smcLinger.String())
 	}
@@ -50,6 +53,10 @@ func smcatCommand(c *testCase, e endpoints, port int) []string {
 		a = append(a, "-l", "-k", "--echo", "-n", strconv.Itoa(s.conns))
 		if s.serverEnd != endShut {
 			a = append(a, "--end", s.serverEnd)
+		}
+		if s.clientEnd != endShut {
+			// The kernel's close with the echo unread is an abort.
+			a = append(a, "--peer-abort")
 		}
 		return append(a, e.goroceAddr, strconv.Itoa(port))
 	}
@@ -243,4 +250,20 @@ func waitListen(ctx context.Context, p *proc, out *lockedBuffer, d time.Duration
 		}
 	}
 	return nil
+}
+
+// relayCommands are the relay case's host side: smc-relay on goroce's
+// address, relaying each of the kernel client's SMC-R connections to a
+// plain TCP echo server (smcguest server -tcp, on port+1 of the same
+// address), which sees only TCP.
+func relayCommands(c *testCase, e endpoints, port int) (relay, server []string) {
+	s := c.smc
+	n := strconv.Itoa(s.conns)
+	// A short linger: the relay ends its link group (DELETE_LINK) and exits
+	// soon after its last connection, as the harness expects a server to.
+	relay = []string{relayProg, "-v", "-ueid", InteropUEID, "-n", n, "-linger", "2s",
+		"-listen", "smc:" + net.JoinHostPort(e.goroceAddr, strconv.Itoa(port)),
+		"-dial", "tcp:" + net.JoinHostPort(e.goroceAddr, strconv.Itoa(port+1))}
+	server = []string{"smcguest", "server", strconv.Itoa(port + 1), "-tcp", "-n", n, "-timeout", strconv.Itoa(c.smcTimeout()) + "s"}
+	return relay, server
 }

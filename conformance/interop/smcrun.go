@@ -26,6 +26,9 @@ type smcOutcome struct {
 	lgrGone    bool       // lgr-end cases: the link group ended in time
 	hostConns  []hostConn // goroce's client connections
 	hostServer bool       // goroce's server exited by itself
+	// goroceStats: goroce's SMC statistics at the case's end (smcr stats
+	// json), where goroce served.
+	goroceStats map[string]int64
 }
 
 func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runTag) *result {
@@ -72,6 +75,8 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 	switch {
 	case s.hostTCP:
 		h.smcHostTCP(ctx, c, r, port, base)
+	case c.server == goroceServer && s.relay:
+		h.smcGoroceRelay(ctx, c, r, port, base)
 	case c.server == goroceServer:
 		h.smcGoroceServer(ctx, c, r, port, base)
 	default:
@@ -86,6 +91,7 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 		r.fail("reading the guest's SMC statistics after the case: %v", err)
 	} else {
 		r.smc.delta = after.delta(before)
+		smcStatsAgree(c, r)
 	}
 	h.smcLgrAfter(ctx, c, r)
 	os.WriteFile(base+".kernel.txt", []byte(r.guestOut), 0o644)
@@ -226,7 +232,47 @@ func (h *harness) smcHostTCP(ctx context.Context, c *testCase, r *result, port i
 // smcGoroceServer: goroce's echo server on the host side, the guest's
 // client against it.
 func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, port int, base string) {
-	argv := smcatCommand(c, guestEnds, port)
+	h.goroceServes(ctx, c, r, smcatCommand(c, guestEnds, port), smcatListenLine, port, base)
+}
+
+// smcGoroceRelay: goroce's smc-relay in front of a plain TCP echo server
+// on the host side, the guest's client against the relay.
+func (h *harness) smcGoroceRelay(ctx context.Context, c *testCase, r *result, port int, base string) {
+	relayArgv, serverArgv := relayCommands(c, guestEnds, port)
+	srv := h.ns.command(h.smcguest, serverArgv[1:]...)
+	var srvOut lockedBuffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	sp, err := h.ps.start("host TCP echo server", srv)
+	if err != nil {
+		r.fail("the plain TCP echo server: %v", err)
+		return
+	}
+	defer func() {
+		select {
+		case <-sp.done:
+		case <-time.After(10 * time.Second):
+			sp.stop(3 * time.Second)
+		}
+		<-sp.done
+		r.notes = append(r.notes, "plain TCP echo server: "+summarize(tail(srvOut.String(), 2)))
+		if rc := sp.exitCode(); rc != 0 {
+			r.fail("the plain TCP echo server behind the relay: exit status %d: %s", rc, tail(srvOut.String(), 5))
+		}
+	}()
+	// The relay dials the server for the kernel's first connection: the
+	// server must listen before the relay does.
+	if err := waitListen(ctx, sp, &srvOut, 20*time.Second); err != nil {
+		r.fail("the plain TCP echo server behind the relay: %v", err)
+		return
+	}
+	h.goroceServes(ctx, c, r, relayArgv, relayListenLine, port, base)
+}
+
+// goroceServes runs goroce's server argv until it says listenLine, the
+// guest's client against it, then reads both sides' QPs and goroce's
+// statistics while goroce's link group lingers (psnProbe), and collects
+// the server.
+func (h *harness) goroceServes(ctx context.Context, c *testCase, r *result, argv []string, listenLine string, port int, base string) {
 	p, err := h.startGoroce(argv, base)
 	if err != nil {
 		r.fail("%v", err)
@@ -243,8 +289,8 @@ func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, p
 		r.goroceRC = p.exitCode()
 		r.goroceOut = readFileString(base + ".goroce.txt")
 	}()
-	if err := waitForOutput(ctx, p, base+".goroce.txt", smcatListenLine, 20*time.Second); err != nil {
-		r.fail("goroce's smcat server: %v", err)
+	if err := waitForOutput(ctx, p, base+".goroce.txt", listenLine, 20*time.Second); err != nil {
+		r.fail("goroce's %s: %v", argv[0], err)
 		return
 	}
 	t := c.smcTimeout()
@@ -254,6 +300,7 @@ func (h *harness) smcGoroceServer(ctx context.Context, c *testCase, r *result, p
 		r.fail("the guest's smcguest client: %v", err)
 	}
 	r.guestOut, r.guestRC = out, rc
+	h.psnProbe(ctx, c, r, base) // goroce's link group lingers: both QPs are there
 }
 
 // smcGoroceClient: the guest's server, goroce's client on the host side:

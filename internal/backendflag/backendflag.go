@@ -1,15 +1,25 @@
 // Package backendflag is the backend choice the tools share: -backend
-// udp|afpacket and -i IFACE, and opening what they name.
+// udp|afpacket|shm|auto and -i IFACE, and opening what they name.
 //
 //	-backend udp       goroce's default: a UDP socket on the address and port
 //	-backend afpacket  whole Ethernet frames on an interface (needs CAP_NET_RAW)
+//	-backend shm       the shared-memory link to goroce processes of this
+//	                   host (Linux), and nothing else
+//	-backend auto      the shared-memory link where the peer offers it, the
+//	                   UDP socket otherwise (a kernel rxe, another host)
 //	-i IFACE           the interface; the address defaults to its first one
 //	-rx mmsg|ring      the afpacket backend's receive path (roce-perf): recvmmsg
 //	                   (default) or a TPACKET_V3 ring
 //
+// The default is udp, although auto is faster between two goroce processes:
+// with udp every packet is on the wire, where tcpdump on lo, a kernel rxe
+// peer and the interop harness see it; with shm or auto the packets
+// between goroce processes never touch a socket (a -capture of the device
+// still records them, framed as UDP would carry them).
+//
 // The afpacket backend needs the interface (or an address the host has on
-// one, from which the interface follows); the UDP backend needs an
-// address, which -i can supply.
+// one, from which the interface follows); the others need an address,
+// which -i can supply.
 package backendflag
 
 import (
@@ -21,6 +31,7 @@ import (
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/afpacket"
+	"github.com/goroce/goroce/rocev2/backend/shm"
 	"github.com/goroce/goroce/rocev2/backend/udp"
 )
 
@@ -28,16 +39,24 @@ import (
 const (
 	UDP      = "udp"
 	AFPacket = "afpacket"
+	Shm      = "shm"
+	Auto     = "auto"
 )
 
 // Usage is the flags' help text, for tools that print their own.
-const Usage = `-backend udp|afpacket   the packet backend: udp (default: a UDP socket on port 4791) or
-                        afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW)
+const Usage = `-backend udp|afpacket|shm|auto
+                        the packet backend: udp (default: a UDP socket on port 4791),
+                        afpacket (whole Ethernet frames on -i's interface; needs CAP_NET_RAW),
+                        shm (shared memory to goroce processes of this host), or auto
+                        (shared memory where the peer offers it, else UDP)
 -i IFACE                the network interface; the address defaults to its first one`
+
+// FlagHelp is the help text of a tool's -backend flag.
+const FlagHelp = "packet `backend`: udp (a UDP socket, the default), afpacket (whole Ethernet frames on -i's interface, as rxe; needs CAP_NET_RAW), shm (shared memory to goroce processes of this host) or auto (shared memory where the peer offers it, UDP otherwise)"
 
 // Spec is a tool's backend choice.
 type Spec struct {
-	Kind  string     // UDP (""), or AFPacket
+	Kind  string     // UDP (""), AFPacket, Shm or Auto
 	Iface string     // -i
 	Addr  netip.Addr // -d, if given
 	Port  uint16     // the UDP backend's port (0: 4791)
@@ -50,9 +69,9 @@ func (s *Spec) Check() error {
 		return fmt.Errorf("-rx %q: use mmsg (recvmmsg, the default) or ring (a TPACKET_V3 ring)", s.Rx)
 	}
 	switch s.Kind {
-	case "", UDP:
+	case "", UDP, Shm, Auto:
 		if s.Rx != "" && s.Rx != "mmsg" {
-			return fmt.Errorf("-rx %s is a receive mode of -backend afpacket; the UDP backend has none", s.Rx)
+			return fmt.Errorf("-rx %s is a receive mode of -backend afpacket; the %s backend has none", s.Rx, s.kind())
 		}
 	case AFPacket:
 		if s.Iface == "" && !s.Addr.IsValid() {
@@ -62,9 +81,16 @@ func (s *Spec) Check() error {
 			return fmt.Errorf("-backend afpacket sends and receives on UDP port %d only (no -udp-port %d)", rocev2.UDPPort, s.Port)
 		}
 	default:
-		return fmt.Errorf("-backend %q: use udp or afpacket", s.Kind)
+		return fmt.Errorf("-backend %q: use udp, afpacket, shm or auto", s.Kind)
 	}
 	return nil
+}
+
+func (s *Spec) kind() string {
+	if s.Kind == "" {
+		return UDP
+	}
+	return s.Kind
 }
 
 // IsAFPacket reports whether the choice is the AF_PACKET backend.
@@ -128,7 +154,26 @@ func Open(s Spec, addr netip.Addr) (backend.Backend, string, error) {
 		if port == 0 {
 			port = rocev2.UDPPort
 		}
-		b, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(addr, port)})
+		ap := netip.AddrPortFrom(addr, port)
+		switch s.Kind {
+		case Shm:
+			b, err := shm.Open(shm.Config{Addr: ap})
+			if err != nil {
+				return nil, "", err
+			}
+			return b, "shm " + b.LocalAddr().String(), nil
+		case Auto:
+			u, err := udp.Open(udp.Config{Addr: ap})
+			if err != nil {
+				return nil, "", err
+			}
+			b, err := shm.Open(shm.Config{Fallback: u}) // owns u, closed on failure too
+			if err != nil {
+				return nil, "", err
+			}
+			return b, "auto (shm, else udp) " + b.LocalAddr().String(), nil
+		}
+		b, err := udp.Open(udp.Config{Addr: ap})
 		if err != nil {
 			return nil, "", err
 		}

@@ -21,3 +21,18 @@ func FakePeers(t *testing.T, next func() int) {
 	peerUIDOf = func(*net.UnixConn) (int, error) { return next(), nil }
 	t.Cleanup(func() { peerUIDOf = old })
 }
+
+// SetRuntimeRoot makes Dirs look for users' runtime directories in dir,
+// for the rest of t.
+func SetRuntimeRoot(t *testing.T, dir string) {
+	old := runtimeRoot
+	runtimeRoot = dir
+	t.Cleanup(func() { runtimeRoot = old })
+}
+
+// SetUID makes the process look like user uid, for the rest of t.
+func SetUID(t *testing.T, uid int) {
+	old := myUID
+	myUID = func() int { return uid }
+	t.Cleanup(func() { myUID = old })
+}

@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // ErrUntrusted marks a run directory or socket that another user could
@@ -138,4 +139,16 @@ func removeIfSame(path string, fi fs.FileInfo) {
 	if now, err := os.Lstat(path); err == nil && os.SameFile(now, fi) {
 		_ = os.Remove(path)
 	}
+}
+
+// Printable replaces the control characters of s, text that may quote
+// what another process sent (its error, its name), before it reaches a
+// terminal.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
 }

@@ -208,17 +208,39 @@ type Poller interface {
 	Serve(drain func() (more bool)) error
 }
 
+// A BusyPoller is a Poller whose TryReceive costs no system call (it looks
+// at rings in shared memory), so that a goroutine waiting for data may
+// call it in a loop for a while instead of sleeping until the receive
+// goroutine hands the data over (Linux's busy polling of a socket). While
+// a goroutine busy-polls, from BeginBusyPoll to EndBusyPoll, the backend
+// tells its peers that a receiver is awake, so they wake nobody (no
+// doorbell, no system call). EndBusyPoll tells them that the receiver
+// sleeps again and reports whether something arrived meanwhile, which the
+// caller must then take (TryReceive) before it calls EndBusyPoll again:
+// so no packet waits for a wake-up that was never sent. The caller
+// serializes these calls with its TryReceive calls.
+type BusyPoller interface {
+	Poller
+	BeginBusyPoll()
+	EndBusyPoll() (arrived bool)
+}
+
 // KeepPolling is for backends that decorate another (a capture tap, a fault
 // injector): it returns b, the decorator, able to poll when inner can. Its
-// WaitReadable waits on inner, and its TryReceive receives from inner and
-// hands what it got to received, which must do to the packets what b's
-// Receive does. When inner cannot poll, it returns b as it is.
+// Serve serves inner, and its TryReceive receives from inner and hands
+// what it got to received, which must do to the packets what b's Receive
+// does. When inner cannot poll, it returns b as it is; when inner can be
+// busy-polled, so can b.
 func KeepPolling(b, inner Backend, received func([]Incoming)) Backend {
 	p, ok := inner.(Poller)
 	if !ok {
 		return b
 	}
-	return &pollingDecorator{Backend: b, inner: p, received: received}
+	d := &pollingDecorator{Backend: b, inner: p, received: received}
+	if bp, ok := inner.(BusyPoller); ok {
+		return &busyPollingDecorator{pollingDecorator: d, busy: bp}
+	}
+	return d
 }
 
 // pollingDecorator is a decorating Backend that polls through its inner one.
@@ -227,6 +249,14 @@ type pollingDecorator struct {
 	inner    Poller
 	received func([]Incoming)
 }
+
+type busyPollingDecorator struct {
+	*pollingDecorator
+	busy BusyPoller
+}
+
+func (p *busyPollingDecorator) BeginBusyPoll()    { p.busy.BeginBusyPoll() }
+func (p *busyPollingDecorator) EndBusyPoll() bool { return p.busy.EndBusyPoll() }
 
 func (p *pollingDecorator) Serve(drain func() bool) error { return p.inner.Serve(drain) }
 

@@ -50,7 +50,14 @@ type Counters struct {
 	// beside rxe's names rather than in place of one: those keep rxe's
 	// meanings (a ghost NAK is not in rcvd_naks or rcvd_seq_err), so a
 	// script that compares the two devices still compares like with like.
-	RcvdGhostResp  atomic.Uint64
+	RcvdGhostResp atomic.Uint64
+	// busy_polled_pkts: datagrams taken by a goroutine in Device.BusyPoll
+	// rather than by the receive goroutine (Linux counts the like as
+	// BusyPollRxPackets). goroce's own, as rcvd_ghost_resp.
+	BusyPolledPkts atomic.Uint64
+	// busy_poll_misses: BusyPoll looks that ran out of budget (each makes
+	// the next calls sleep at once for a while).
+	BusyPollMisses atomic.Uint64
 	QKeyViol       atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
 	RcvdDropNoWQE  atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
 	RcvdDropLen    atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
@@ -95,6 +102,8 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_qp_state_drop", c.RcvdQPStateDrop.Load()},
 		{"rcvd_addr_err", c.RcvdAddrErr.Load()},
 		{"rcvd_ghost_resp", c.RcvdGhostResp.Load()},
+		{"busy_polled_pkts", c.BusyPolledPkts.Load()},
+		{"busy_poll_misses", c.BusyPollMisses.Load()},
 		{"qkey_viol", c.QKeyViol.Load()},
 		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
 		{"rcvd_drop_len", c.RcvdDropLen.Load()},

@@ -11,6 +11,7 @@
 //	─────────            ────                                   ─────────────────────
 //	receive (one)        receive batches, their end hooks       rxMu → QP → outbox
 //	a Poller's caller    receive (Poller.Poll, TryLock only)    rxMu → QP → outbox
+//	a busy poller        receive batches (BusyPoll, TryLock)    rxMu → QP → outbox
 //	a poster             PostSend and friends                   QP → outbox
 //	timers (one)         retransmit/RNR timers, the backstop    QP → outbox; outbox
 //	a pool's pollers     completion runs (BeginRun/EndRun)      QP → outbox
@@ -86,6 +87,7 @@ type Device struct {
 	Counters Counters
 
 	qps      qpTable
+	gsi      gsiHook // QP 1's handler (gsi.go)
 	mrs      mrTable
 	atomicMu sync.Mutex // serializes atomics device-wide
 	pdSeq    atomic.Uint32
@@ -101,6 +103,9 @@ type Device struct {
 	rxBatch []backend.Incoming
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
+
+	busyPolling atomic.Bool // a goroutine is in BusyPoll, and owns busy
+	busy        busyState
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish

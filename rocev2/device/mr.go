@@ -60,6 +60,7 @@ type MR struct {
 	va     uint64
 	lkey   uint32
 	rkey   uint32
+	mrn    uint32 // the region's number on its device (rdma res show mr)
 	access Access
 
 	mu    sync.RWMutex
@@ -266,6 +267,7 @@ func (mr *MR) Atomic(pd *PD, va uint64, op func(orig uint64) uint64) (uint64, er
 type mrTable struct {
 	mu   sync.RWMutex
 	keys map[uint32]*MR
+	seq  uint32 // the last region number given
 }
 
 func (t *mrTable) insert(mr *MR) error {
@@ -277,6 +279,8 @@ func (t *mrTable) insert(mr *MR) error {
 	if len(t.keys) >= 2*MaxMR {
 		return fmt.Errorf("device: register MR: limit of %d regions reached", MaxMR)
 	}
+	t.seq++
+	mr.mrn = t.seq
 	mr.lkey = t.freshKey()
 	t.keys[mr.lkey] = mr
 	mr.rkey = t.freshKey()
@@ -300,6 +304,19 @@ func (t *mrTable) remove(mr *MR) {
 	delete(t.keys, mr.lkey)
 	delete(t.keys, mr.rkey)
 	t.mu.Unlock()
+}
+
+// regions returns the registered regions, each once, in no order.
+func (t *mrTable) regions() []*MR {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	mrs := make([]*MR, 0, len(t.keys)/2)
+	for k, mr := range t.keys {
+		if k == mr.lkey {
+			mrs = append(mrs, mr)
+		}
+	}
+	return mrs
 }
 
 // lookup returns the region a key names, and whether key is its rkey.

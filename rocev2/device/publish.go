@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,34 +18,44 @@ import (
 	"github.com/goroce/goroce/internal/rundir"
 )
 
-// A kernel RDMA device shows its counters to every process (sysfs
-// hw_counters, rdma statistic); a goroce device lives inside one process.
-// Publish closes the gap: the device answers on a Unix socket named after
-// its address, and any process of the same user reads the counters there
-// (roce-devinfo -counters -d ADDR does).
+// A kernel RDMA device shows its counters and its live objects to every
+// process (sysfs hw_counters, rdma statistic, rdma res show); a goroce
+// device lives inside one process. Publish closes the gap: the device
+// answers on a Unix socket named after its address, and any process of
+// the same user (and root) reads a snapshot there (roce-devinfo
+// -counters, res show and statistic do).
 //
 // The protocol is one text snapshot per connection:
 //
-//	goroce-counters 1
+//	goroce-device 2
 //	name goroce0
 //	addr 127.0.0.1:4791
 //	pid 4242
-//	sent_pkts 1000
+//	comm rc_pingpong
+//	counter sent_pkts 1000
 //	...
+//	qp lqpn 1193046 type RC state RTS port 1 sq-psn 77 path-mtu 1024 pdn 1 rqpn 4660 rq-psn 99 path-mig-state MIGRATED
+//	cq cqn 3 cqe 1017 users 1
+//	mr mrn 1 rkey 0x1f2e3d4c lkey 0x5a6b7c8d iova 0xc000100000 mrlen 8192 pdn 1
+//	pd pdn 1 users 2
 //
-// then the device closes the connection.
+// (a resource line is rdma's own words: its kind, then key and value
+// pairs), then the device closes the connection. A reader skips keys it
+// does not know.
 
-const publishMagic = "goroce-counters 1"
+const publishMagic = "goroce-device 2"
 
 const (
 	// publishWriteTimeout bounds how long a slow reader can hold the
 	// publisher (and so Close) up.
 	publishWriteTimeout = time.Second
-	// What a reader accepts at most: the snapshot's bytes and counters
-	// (a device has about a hundred), so that a publisher that lies costs
+	// What a reader accepts at most: the snapshot's bytes, counters (a
+	// device has about a hundred), objects of each kind (the device's
+	// limits) and pairs on a line, so that a publisher that lies costs
 	// little.
-	maxPublishedBytes    = 1 << 20
+	maxPublishedBytes    = 32 << 20
 	maxPublishedCounters = 4096
+	maxResourcePairs     = 32
 )
 
 // RunDir is the directory devices publish in by default: $GOROCE_RUN_DIR,
@@ -110,22 +121,28 @@ func (d *Device) servePublished(p *publisher) {
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(publishWriteTimeout))
 		w := bufio.NewWriter(c)
-		fmt.Fprintf(w, "%s\nname %s\naddr %v\npid %d\n", publishMagic, d.name, d.local, os.Getpid())
+		fmt.Fprintf(w, "%s\nname %s\naddr %v\npid %d\ncomm %s\n", publishMagic, d.name, d.local, os.Getpid(), processName())
 		for _, k := range d.Counters.Snapshot() {
-			fmt.Fprintf(w, "%s %d\n", k.Name, k.Value)
+			fmt.Fprintf(w, "counter %s %d\n", k.Name, k.Value)
 		}
+		writeResources(w, d.Resources())
 		_ = w.Flush()
 		c.Close()
 	}
 }
 
-// stopPublishing closes the socket, waits for its goroutine and removes
-// the socket file.
-func (d *Device) stopPublishing() {
+// Unpublish stops publishing (Publish may start again): the socket is
+// closed and removed once its goroutine is done.
+func (d *Device) Unpublish() { d.unpublish(false) }
+
+// stopPublishing is Unpublish for good, by Close.
+func (d *Device) stopPublishing() { d.unpublish(true) }
+
+func (d *Device) unpublish(forGood bool) {
 	d.pubMu.Lock()
 	p := d.pub
 	d.pub = nil
-	d.pubClosed = true // no Publish after Close: nothing would stop it
+	d.pubClosed = d.pubClosed || forGood // no Publish after Close: nothing would stop it
 	d.pubMu.Unlock()
 	if p == nil {
 		return
@@ -134,16 +151,18 @@ func (d *Device) stopPublishing() {
 	p.done.Wait()
 }
 
-// Published is what a device publishes: its name, address, process and
-// counters.
+// Published is what a device publishes: its name, address, process,
+// counters and live objects.
 type Published struct {
-	Name     string
-	Addr     netip.AddrPort
-	PID      int
-	Counters []Counter
+	Name      string
+	Addr      netip.AddrPort
+	PID       int
+	Comm      string // the process's name, as /proc/PID/comm has it
+	Counters  []Counter
+	Resources Resources
 }
 
-// ReadPublished reads the counters a device publishes at path, if the
+// ReadPublished reads the snapshot a device publishes at path, if the
 // run directory and the socket are the user's (rundir.Dial). A stale
 // socket is removed; its error wraps syscall.ECONNREFUSED.
 func ReadPublished(ctx context.Context, path string) (*Published, error) {
@@ -151,6 +170,23 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
 	}
+	return readSnapshot(ctx, c, path)
+}
+
+// ReadPublishedAs is ReadPublished for a reader that trusts user uid's
+// sockets in uid's run directory (root reading another user's: see
+// rundir.DialAs).
+func ReadPublishedAs(ctx context.Context, path string, uid int) (*Published, error) {
+	c, err := rundir.DialAs(ctx, path, uid)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	return readSnapshot(ctx, c, path)
+}
+
+// readSnapshot reads one snapshot from c, every count and length bounded,
+// and closes c.
+func readSnapshot(ctx context.Context, c net.Conn, path string) (*Published, error) {
 	defer c.Close()
 	if t, ok := ctx.Deadline(); ok {
 		_ = c.SetReadDeadline(t)
@@ -164,30 +200,27 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 	}
 	p := &Published{}
 	for s.Scan() {
-		name, val, ok := strings.Cut(s.Text(), " ")
+		kind, val, ok := strings.Cut(s.Text(), " ")
 		if !ok {
-			return nil, fmt.Errorf("read counters from %s: bad line %q", path, s.Text())
+			return nil, fmt.Errorf("read counters from %s: bad line %q", path, truncated(s.Text()))
 		}
-		switch name {
+		var err error
+		switch kind {
 		case "name":
 			p.Name = val
+		case "comm":
+			p.Comm = val
 		case "addr":
-			if p.Addr, err = netip.ParseAddrPort(val); err != nil {
-				return nil, fmt.Errorf("read counters from %s: %w", path, err)
-			}
+			p.Addr, err = netip.ParseAddrPort(val)
 		case "pid":
-			if p.PID, err = strconv.Atoi(val); err != nil {
-				return nil, fmt.Errorf("read counters from %s: %w", path, err)
-			}
+			p.PID, err = strconv.Atoi(val)
+		case "counter":
+			err = p.addCounter(val)
 		default:
-			if len(p.Counters) == maxPublishedCounters {
-				return nil, fmt.Errorf("read counters from %s: more than %d counters", path, maxPublishedCounters)
-			}
-			v, err := strconv.ParseUint(val, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("read counters from %s: counter %s: %w", path, name, err)
-			}
-			p.Counters = append(p.Counters, Counter{Name: name, Value: v})
+			err = p.Resources.add(kind, val)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read counters from %s: %w", path, err)
 		}
 	}
 	if err := s.Err(); err != nil {
@@ -197,4 +230,29 @@ func ReadPublished(ctx context.Context, path string) (*Published, error) {
 		return nil, fmt.Errorf("read counters from %s: the snapshot is larger than %d bytes", path, maxPublishedBytes)
 	}
 	return p, nil
+}
+
+// addCounter reads a counter line's "name value".
+func (p *Published) addCounter(line string) error {
+	name, val, ok := strings.Cut(line, " ")
+	if !ok {
+		return fmt.Errorf("bad counter line %q", truncated(line))
+	}
+	if len(p.Counters) == maxPublishedCounters {
+		return fmt.Errorf("more than %d counters", maxPublishedCounters)
+	}
+	v, err := strconv.ParseUint(val, 10, 64)
+	if err != nil {
+		return fmt.Errorf("counter %s: %w", truncated(name), err)
+	}
+	p.Counters = append(p.Counters, Counter{Name: name, Value: v})
+	return nil
+}
+
+// truncated shortens what a publisher sent for an error message.
+func truncated(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
 }

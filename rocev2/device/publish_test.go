@@ -42,6 +42,8 @@ func TestPublishCounters(t *testing.T) {
 	assert.Equal(t, d.Name(), p.Name)
 	assert.Equal(t, d.LocalAddr(), p.Addr)
 	assert.Equal(t, os.Getpid(), p.PID)
+	assert.Equal(t, processName(), p.Comm)
+	assert.NotEmpty(t, p.Comm)
 	assert.Equal(t, d.Counters.Snapshot(), p.Counters)
 
 	d.Counters.SentPkts.Add(1)
@@ -111,7 +113,7 @@ func readPublished(path string) (*Published, error) {
 
 // fakeCounters is what a socket that is not the device's answers: counters
 // that readers must never show.
-const fakeCounters = "goroce-counters 1\nname fake\naddr 127.0.0.1:4791\npid 1\nsent_pkts 99\n"
+const fakeCounters = "goroce-device 2\nname fake\naddr 127.0.0.1:4791\npid 1\ncounter sent_pkts 99\n"
 
 // A run directory that another user owns or may write to, or that is a
 // symbolic link or no directory, is refused to publishers and readers,
@@ -200,13 +202,20 @@ func TestReadPublishedRefusesAnotherUsersSocket(t *testing.T) {
 // A reader bounds what it takes from a publisher: the counters and the
 // bytes of a snapshot.
 func TestReadPublishedBounded(t *testing.T) {
-	head := "goroce-counters 1\nname x\n"
+	head := "goroce-device 2\nname x\n"
 	for _, tc := range []struct {
 		name, reply, want string
 	}{
-		{"too many counters", head + strings.Repeat("c 1\n", maxPublishedCounters+1), "more than 4096 counters"},
-		{"too many bytes", head + strings.Repeat("name "+strings.Repeat("x", 1000)+"\n", maxPublishedBytes/1000+1), "larger than 1048576 bytes"},
+		{"too many counters", head + strings.Repeat("counter c 1\n", maxPublishedCounters+1), "more than 4096 counters"},
+		{"too many bytes", head + strings.Repeat("name "+strings.Repeat("x", 10000)+"\n", maxPublishedBytes/10000+1), "larger than 33554432 bytes"},
 		{"a line too long", head + "name " + strings.Repeat("x", 70000) + "\n", "token too long"},
+		{"too many QPs", head + strings.Repeat("qp lqpn 1 type RC state RTS port 1 sq-psn 0 path-mtu 1024 pdn 1\n", maxPublishedQPs+1), "more than 16384 qp lines"},
+		{"too many pairs", head + "pd" + strings.Repeat(" users 1", maxResourcePairs+1) + "\n", "want up to 32 key value pairs"},
+		{"half a pair", head + "pd pdn 1 users\n", "want up to 32 key value pairs"},
+		{"a QPN beyond 24 bits", head + "qp lqpn 16777216 type RC state RTS port 1 sq-psn 0 path-mtu 1024 pdn 1\n", "lqpn"},
+		{"a missing key", head + "cq cqn 1 users 1\n", "no cqe"},
+		{"an unknown kind", head + "srq srqn 1\n", "unknown line"},
+		{"a counter without a value", head + "counter sent_pkts\n", "bad counter line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.sock")
@@ -216,4 +225,58 @@ func TestReadPublishedBounded(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// What a device publishes of its live objects reads back as Resources
+// gives them: its regions and their protection domain here (its queue
+// pairs are qp's, tested there and in roce-devinfo).
+func TestPublishResources(t *testing.T) {
+	dir := t.TempDir()
+	d := openMem(t, "127.0.0.1:4791")
+	pd := d.AllocPD()
+	for _, n := range []int{4096, 100} {
+		_, err := pd.RegisterMR(make([]byte, n), AccessLocalWrite|AccessRemoteWrite)
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Publish(dir))
+	p, err := readPublished(PublishPath(dir, d.LocalAddr()))
+	require.NoError(t, err)
+	want := d.Resources()
+	require.Len(t, want.MRs, 2)
+	assert.Equal(t, []PDResource{{PDN: pd.PDN(), Users: 2}}, want.PDs)
+	assert.Equal(t, want, p.Resources)
+
+	// Every field of every kind survives the trip.
+	all := Resources{
+		QPs: []QPResource{
+			{LQPN: 0xabcdef, Connected: true, RQPN: 0x123456, Type: "RC", State: "RTS", Port: 1, SQPSN: 0xffffff, RQPSN: 7, PathMigState: "MIGRATED", PathMTU: 4096, PDN: 3},
+			{LQPN: 17, Type: "UD", State: "RESET", SQPSN: 0, PathMTU: 1024, PDN: 3},
+		},
+		CQs: []CQResource{{CQN: 9, CQE: 32767, Users: 2}},
+		MRs: []MRResource{{MRN: 1, RKey: 0xffffffff, LKey: 1, IOVA: 0xffffffffffffffff, Len: 1 << 40, PDN: 3}},
+		PDs: []PDResource{{PDN: 3, Users: 4}},
+	}
+	var sb strings.Builder
+	writeResources(&sb, all)
+	path := filepath.Join(t.TempDir(), "x.sock")
+	rundirtest.Serve(t, path, "goroce-device 2\nname x\n"+sb.String())
+	p, err = readPublished(path)
+	require.NoError(t, err)
+	assert.Equal(t, all, p.Resources)
+}
+
+// Unpublish stops publishing and removes the socket; Publish may start
+// again, unlike after Close.
+func TestUnpublish(t *testing.T) {
+	dir := t.TempDir()
+	d := openMem(t, "127.0.0.1:4791")
+	require.NoError(t, d.Publish(dir))
+	path := PublishPath(dir, d.LocalAddr())
+	require.FileExists(t, path)
+	d.Unpublish()
+	assert.NoFileExists(t, path)
+	d.Unpublish() // a second time does nothing
+	require.NoError(t, d.Publish(dir))
+	_, err := readPublished(path)
+	require.NoError(t, err)
 }

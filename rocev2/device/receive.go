@@ -2,8 +2,10 @@ package device
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
@@ -266,7 +268,10 @@ func (d *Device) deliver(dg *backend.Incoming, pkt *rocev2.Packet) {
 		d.Counters.RcvdPKeyErr.Add(1)
 		return
 	}
-	h := d.qps.lookup(bth.DestQP())
+	h := d.gsiFor(bth.DestQP())
+	if h == nil {
+		h = d.qps.lookup(bth.DestQP())
+	}
 	if h == nil {
 		d.Counters.RcvdUnknownQP.Add(1)
 		return
@@ -298,4 +303,86 @@ func (d *Device) checkICRC(dg *backend.Incoming) (id uint16, ok bool) {
 		d.Counters.RcvdICRCIDInferred.Add(1)
 	}
 	return id, ok
+}
+
+// BusyPoll polls the device from the calling goroutine, for up to budget,
+// until ready reports true, and returns what ready last reported: the
+// goroutine that waits for data takes it, and runs the completion
+// handlers it fires (a CQ pool's end hooks run here), instead of sleeping
+// until the receive goroutine has been woken and has woken it, two
+// goroutine hand-offs. It is Linux's busy polling of a socket (busy_read),
+// for backends whose TryReceive costs no system call (backend.BusyPoller);
+// on the others, with a budget of 0, or while another goroutine busy-polls
+// the device (one at a time: a second spinner would only take a processor
+// from the first), it returns ready() at once. Between looks it yields
+// the processor. ready must not need the receive path's locks.
+//
+// A look that runs out of budget costs a processor for nothing, and on a
+// machine without one to spare it delays the peer the data waits for: so
+// after one, the next calls return at once, more of them after each look
+// in vain in a row (1, 3, 7, … up to busyMaxSkip), until a look pays again.
+func (d *Device) BusyPoll(budget time.Duration, ready func() bool) bool {
+	bp, ok := d.backend.(backend.BusyPoller)
+	if !ok || budget <= 0 || !d.busyPolling.CompareAndSwap(false, true) {
+		return ready()
+	}
+	defer d.busyPolling.Store(false)
+	b := &d.busy // ours while busyPolling is
+	if b.skip > 0 {
+		b.skip--
+		return ready()
+	}
+	deadline := time.Now().Add(budget)
+	begun, got := false, false
+	for !got && time.Now().Before(deadline) {
+		if d.rxMu.TryLock() {
+			if !begun {
+				bp.BeginBusyPoll() // the peers ring no doorbell while we look
+				begun = true
+			}
+			d.busyBatchLocked(bp)
+			d.rxMu.Unlock()
+		}
+		if got = ready(); !got {
+			runtime.Gosched()
+		}
+	}
+	if got {
+		b.misses = 0
+	} else {
+		b.misses = min(b.misses+1, busyMaxMisses)
+		b.skip = 1<<b.misses - 1
+		d.Counters.BusyPollMisses.Add(1)
+	}
+	if begun {
+		d.rxMu.Lock()
+		for bp.EndBusyPoll() && d.busyBatchLocked(bp) {
+		}
+		d.rxMu.Unlock()
+	}
+	return got || ready()
+}
+
+// busyMaxMisses bounds BusyPoll's back-off: after that many looks in vain
+// in a row, 63 calls in 64 sleep at once.
+const busyMaxMisses = 6
+
+// busyState is BusyPoll's back-off, owned by the goroutine in BusyPoll.
+type busyState struct {
+	misses int // looks in vain in a row
+	skip   int // calls still to return at once
+}
+
+// busyBatchLocked handles one receive batch of what waits, end hooks
+// included, and reports whether there was anything. rxMu is held.
+func (d *Device) busyBatchLocked(p backend.Poller) bool {
+	n, err := p.TryReceive(d.rxBatch)
+	if err != nil || n == 0 {
+		return false
+	}
+	d.Counters.BusyPolledPkts.Add(uint64(n))
+	hooks := d.beginBatch()
+	d.deliverBatch(n)
+	d.endBatch(hooks)
+	return true
 }

@@ -17,7 +17,6 @@ type Timers struct {
 	q       timerHeap
 	wake    *time.Timer
 	wakeAt  int64
-	kick    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
 }
@@ -36,7 +35,6 @@ func NewTimers() *Timers {
 	t := &Timers{
 		base:    time.Now(),
 		wake:    time.NewTimer(time.Hour),
-		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
@@ -67,14 +65,14 @@ func (t *Timers) Reset(tm *Timer, d time.Duration) {
 	default:
 		// Later than queued: leave it; it is re-queued when it comes up.
 	}
-	kick := t.wakeAt == 0 || t.q[0].queuedAt < t.wakeAt
-	t.mu.Unlock()
-	if kick {
-		select {
-		case t.kick <- struct{}{}:
-		default:
-		}
+	if t.wakeAt == 0 || t.q[0].queuedAt < t.wakeAt {
+		// Move the goroutine's wake-up earlier from here rather than kick
+		// it to do so: a post that arms its QP's first timer (or
+		// the backstop) then costs no goroutine hand-off.
+		t.wakeAt = t.q[0].queuedAt
+		t.wake.Reset(time.Duration(t.wakeAt - t.now()))
 	}
+	t.mu.Unlock()
 }
 
 // Stop disarms tm. A Fn already running is not waited for. Like a later
@@ -112,7 +110,6 @@ func (t *Timers) run() {
 		case <-t.done:
 			t.wake.Stop()
 			return
-		case <-t.kick:
 		case <-t.wake.C:
 		}
 		due = due[:0]

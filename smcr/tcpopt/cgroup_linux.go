@@ -2,12 +2,16 @@ package tcpopt
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ownCgroup returns the directory of the calling process's own cgroup v2.
@@ -26,16 +30,114 @@ func ownCgroup() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	rel, err := ownCgroupPath()
+	if err != nil {
+		return "", err
+	}
+	return joinCgroup(mnt, root, rel)
+}
+
+// ownCgroupPath is the process's cgroup v2 path, from /proc/self/cgroup.
+func ownCgroupPath() (string, error) {
 	cg, err := os.Open("/proc/self/cgroup")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	defer cg.Close()
-	rel, err := cgroup2Path(cg)
-	if err != nil {
-		return "", err
+	return cgroup2Path(cg)
+}
+
+// errNoCgroup2 is a mount table without cgroup v2 (ErrUnsupported).
+var errNoCgroup2 = fmt.Errorf("%w", ErrUnsupported)
+
+// openOwnCgroup opens the process's own cgroup v2 directory; name is its
+// path, for messages. Where the process's mount table shows no cgroup v2
+// but is a private one (its mount namespace is not init's), as in the
+// namespace `ip netns exec` makes, whose fresh /sys hides the host's
+// /sys/fs/cgroup, it mounts cgroup v2 itself: at a directory of its own,
+// in its own mount namespace only (ip netns exec's mounts do not
+// propagate to the host), and detaches the mount again once the
+// directory is open (the open directory is all an attachment needs).
+// The cgroup hierarchy is the host's either way: the programs attach
+// where they would have outside.
+func openOwnCgroup() (dir *os.File, name string, err error) {
+	name, err = ownCgroup()
+	if err == nil {
+		dir, err = os.Open(name)
+		if err != nil {
+			return nil, name, fmt.Errorf("%w: open cgroup %s: %v", ErrUnsupported, name, err)
+		}
+		return dir, name, nil
 	}
-	return joinCgroup(mnt, root, rel)
+	if !errors.Is(err, errNoCgroup2) || !privateMountNamespace() {
+		return nil, "", err
+	}
+	return mountOwnCgroup(err)
+}
+
+// mountOwnCgroup mounts cgroup v2 at a fresh directory, opens the
+// process's cgroup under it, and detaches the mount and removes the
+// directory. why is the error to report if it cannot.
+func mountOwnCgroup(why error) (*os.File, string, error) {
+	hint := "; under ip netns exec, enter only the network namespace instead (nsenter --net=/run/netns/NAME)"
+	rel, err := ownCgroupPath()
+	if err != nil {
+		return nil, "", err
+	}
+	tmp, err := os.MkdirTemp("", "goroce-cgroup2-")
+	if err != nil {
+		return nil, "", fmt.Errorf("%v, and mounting one privately failed: %v%s", why, err, hint)
+	}
+	defer os.Remove(tmp)
+	if err := unix.Mount("none", tmp, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, "", fmt.Errorf("%v, and mounting one privately at %s failed: %v%s", why, tmp, err, hint)
+	}
+	defer unix.Unmount(tmp, unix.MNT_DETACH)
+	name, err := joinCgroup(tmp, "/", rel)
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.Open(name)
+	if err != nil {
+		return nil, name, fmt.Errorf("%w: open cgroup %s (mounted privately): %v", ErrUnsupported, name, err)
+	}
+	return dir, rel + " (cgroup v2 mounted privately: this mount namespace hid the host's)", nil
+}
+
+// privateMountNamespace reports whether the process's mount namespace is
+// one of its own, so that mounting in it changes nothing outside: the one
+// `ip netns exec NAME` makes (it unshares the mount namespace and mounts
+// a sysfs named NAME on /sys, for the network namespace /run/netns/NAME,
+// the process's), or, where init's can be read, any other than init's.
+func privateMountNamespace() bool {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err == nil {
+		if name, ok := sysfsSource(mi); ok && !strings.Contains(name, "/") {
+			ours, err1 := os.Stat("/proc/self/ns/net")
+			named, err2 := os.Stat("/run/netns/" + name)
+			if err1 == nil && err2 == nil && os.SameFile(ours, named) {
+				return true
+			}
+		}
+	}
+	mine, err1 := os.Readlink("/proc/self/ns/mnt")
+	inits, err2 := os.Readlink("/proc/1/ns/mnt")
+	return err1 == nil && err2 == nil && mine != inits
+}
+
+// sysfsSource returns the source of the sysfs mounted on /sys in a
+// mountinfo file (ip netns exec names it after the network namespace).
+func sysfsSource(mountinfo []byte) (string, bool) {
+	name, found := "", false
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if sep < 5 || sep+2 >= len(f) || unescapeMount(f[4]) != "/sys" || f[sep+1] != "sysfs" {
+			continue
+		}
+		name, found = f[sep+2], true // the last mount on /sys is the visible one
+	}
+	return name, found
 }
 
 // cgroup2Mount returns the mount point and mount root of the first
@@ -61,7 +163,7 @@ func cgroup2Mount(r io.Reader) (mountpoint, root string, err error) {
 	if err := sc.Err(); err != nil {
 		return "", "", fmt.Errorf("%w: reading mountinfo: %v", ErrUnsupported, err)
 	}
-	return "", "", fmt.Errorf("%w: no cgroup v2 file system is mounted (no cgroup2 line in /proc/self/mountinfo): mount one (mount -t cgroup2 none /sys/fs/cgroup/unified) or run on a host that has one; under ip netns exec, which mounts a fresh /sys that hides it, enter only the network namespace instead (nsenter --net=/run/netns/NAME)", ErrUnsupported)
+	return "", "", fmt.Errorf("%w: no cgroup v2 file system is mounted (no cgroup2 line in /proc/self/mountinfo): mount one (mount -t cgroup2 none /sys/fs/cgroup/unified) or run on a host that has one", errNoCgroup2)
 }
 
 // cgroup2Path returns the path of the unified (v2) hierarchy in a

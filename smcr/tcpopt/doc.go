@@ -23,7 +23,13 @@
 // process in it and below. Open attaches to the process's own cgroup, the
 // "0::" line of /proc/self/cgroup under the cgroup2 mount found in
 // /proc/self/mountinfo (hybrid hosts mount it at /sys/fs/cgroup/unified),
-// without moving the process. Because the cgroup may be shared, even the
+// without moving the process. Under `ip netns exec`, whose mount
+// namespace has a fresh /sys that hides the host's cgroup v2 mount, Open
+// mounts cgroup v2 itself in that private namespace (at a directory of
+// its own, detached again once the cgroup is open), as a user of ip netns
+// exec expects it to just work; the hierarchy, and so the cgroup, are the
+// host's. In a mount namespace that may be the host's it mounts nothing,
+// and says to mount one. Because the cgroup may be shared, even the
 // root, the programs act only on sockets opted in through
 // Signaller.Control, recognised by socket cookie, and on the handshakes of
 // listeners opted in that way. The attachments are bpf_links: several

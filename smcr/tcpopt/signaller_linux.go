@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,10 +39,11 @@ type Signaller struct {
 // are detached on Close and also when the process exits, however it
 // exits. Open wraps ErrNotPermitted or ErrUnsupported when it cannot.
 func Open() (*Signaller, error) {
-	cg, err := ownCgroup()
+	dir, cg, err := openOwnCgroup()
 	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
 	s := &Signaller{cgroup: cg}
 	done := false
 	defer func() {
@@ -73,12 +73,6 @@ func Open() (*Signaller, error) {
 	if err != nil {
 		return nil, classify("create the port map", err)
 	}
-
-	dir, err := os.Open(cg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: open cgroup %s: %v", ErrUnsupported, cg, err)
-	}
-	defer dir.Close()
 
 	// The release program first: once an opted-in socket can exist, its
 	// entry must be dropped when it closes.

@@ -21,6 +21,7 @@ import (
 // until proven otherwise.
 type comm struct {
 	conn    net.Conn
+	cm      *cmLink // instead of conn: the channel over the RDMA CM (-z, -R)
 	client  bool
 	timeout time.Duration
 	withGID bool // records carry a GID (gid_index set): 108 bytes, else 59
@@ -141,11 +142,19 @@ func accept(ln net.Listener, timeout time.Duration) (*comm, error) {
 	return &comm{conn: conn, timeout: timeout}, nil
 }
 
-func (c *comm) close() error { return c.conn.Close() }
+func (c *comm) close() error {
+	if c.cm != nil {
+		return c.cm.close()
+	}
+	return c.conn.Close()
+}
 
 // done is the end of ctx_close_connection: "done" and its NUL, written
 // and never read.
 func (c *comm) done() error {
+	if c.cm != nil {
+		return nil // ctx_close_connection writes "done" to a socket only
+	}
 	if c.timeout > 0 {
 		c.conn.SetDeadline(time.Now().Add(c.timeout))
 	}
@@ -158,6 +167,9 @@ func (c *comm) done() error {
 // xchg is ctx_xchg_data: mine goes, len(mine) bytes of the peer's come
 // back, in the order of the side.
 func (c *comm) xchg(mine []byte) ([]byte, error) {
+	if c.cm != nil {
+		return c.xchgCM(mine)
+	}
 	if c.timeout > 0 {
 		c.conn.SetDeadline(time.Now().Add(c.timeout))
 	}
@@ -192,11 +204,41 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 
 // handshake is ctx_hand_shake: our record for the peer's.
 func (c *comm) handshake(my *dest) (dest, error) {
-	b, err := c.xchg(my.marshal(c.withGID))
+	mine := my.marshal(c.withGID)
+	if c.cm != nil {
+		mine = my.marshalCM()
+	}
+	b, err := c.xchg(mine)
 	if err != nil {
 		return dest{}, fmt.Errorf("%w\n Failed to exchange data between server and clients", err)
 	}
+	if c.cm != nil {
+		return parseDestCM(b)
+	}
 	return parseDest(b, c.withGID)
+}
+
+// xchgCM is ctx_xchg_data_rdma: the client sends, then receives; the
+// server receives, then sends.
+func (c *comm) xchgCM(mine []byte) ([]byte, error) {
+	if c.client {
+		if err := c.cm.write(mine); err != nil {
+			return nil, fmt.Errorf("%w\n Unable to write to socket/rdma_cm", err)
+		}
+		theirs, err := c.cm.read(len(mine))
+		if err != nil {
+			return nil, fmt.Errorf("%w\n Unable to read from socket/rdma_cm", err)
+		}
+		return theirs, nil
+	}
+	theirs, err := c.cm.read(len(mine))
+	if err != nil {
+		return nil, fmt.Errorf("%w\n Unable to read to socket/rdma_cm", err)
+	}
+	if err := c.cm.write(mine); err != nil {
+		return nil, fmt.Errorf("%w\n Unable to write from socket/rdma_cm", err)
+	}
+	return theirs, nil
 }
 
 // versions is exchange_versions: 16 bytes, NUL padded, each way.

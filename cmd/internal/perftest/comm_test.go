@@ -3,6 +3,7 @@ package perftest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -250,4 +251,32 @@ func TestExchangesWire(t *testing.T) {
 		require.Error(t, err, "a server that hears nothing times out before it writes")
 		assert.True(t, bytes.Contains([]byte(err.Error()), []byte("Couldn't read")), err.Error())
 	})
+}
+
+// The rdma_cm channel's record is struct pingpong_dest, big-endian field
+// by field (rdma_write_keys with HAVE_ENDIAN): 56 bytes.
+func TestDestRecordCM(t *testing.T) {
+	d := dest{outReads: 1, qpn: 0x15, psn: 0xd6fab0, rkey: 0x642, vaddr: 0x555e22f57000,
+		gid: device.GIDFromAddr(netip.MustParseAddr("198.18.0.12")), srqn: 7}
+	b := d.marshalCM()
+	want := "00000000" + "00000001" + "00000015" + "00d6fab0" + "00000642" + "00000000" + "0000555e22f57000" +
+		"00000000000000000000ffffc612000c" + "00000007" + "00000000"
+	assert.Equal(t, want, fmt.Sprintf("%x", b))
+	back, err := parseDestCM(b)
+	require.NoError(t, err)
+	assert.Equal(t, d, back)
+
+	// What no perftest sends is refused.
+	for _, tc := range []struct {
+		name string
+		off  int
+		val  uint32
+	}{{"QPN above 24 bits", 8, 0x1000000}, {"PSN above 24 bits", 12, 0x1000000}, {"LID above 16 bits", 0, 0x10000}, {"negative out_reads", 4, 0xffffffff}} {
+		bad := append([]byte(nil), b...)
+		binary.BigEndian.PutUint32(bad[tc.off:], tc.val)
+		_, err := parseDestCM(bad)
+		assert.ErrorIs(t, err, errRecord, tc.name)
+	}
+	_, err = parseDestCM(b[:55])
+	assert.ErrorIs(t, err, errRecord, "short")
 }

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goroce/goroce/cmd/internal/control"
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
+	"github.com/goroce/goroce/rdmacm"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
 )
@@ -53,15 +56,18 @@ func Main(t *Test, args []string, stdout, stderr io.Writer) int {
 // session is one run: the parameters, the device, the channel, the
 // context, the address records.
 type session struct {
-	p      *params
-	out    io.Writer
-	errw   io.Writer
-	dev    *device.Device
-	comm   *comm
-	c      *ctx
-	remVer float64
-	my     []dest
-	rem    []dest
+	p    *params
+	out  io.Writer
+	errw io.Writer
+	dev  *device.Device
+	comm *comm
+	cm   *rdmacm.CM // -z, -R: the device's connection manager
+	// serverAddr is the client's server, resolved (the CM dials addresses).
+	serverAddr netip.Addr
+	c          *ctx
+	remVer     float64
+	my         []dest
+	rem        []dest
 }
 
 func (p *params) run(stdout, stderr io.Writer) error {
@@ -77,6 +83,15 @@ func (p *params) run(stdout, stderr io.Writer) error {
 	if err := s.checkLink(); err != nil {
 		return err
 	}
+	if p.useCM {
+		// The peer's device receives on -udp-port, as perftest's address
+		// vectors say (ctx_connect), whatever port its MADs come from.
+		cfg := rdmacm.Config{PeerRoCEPort: func(netip.AddrPort) uint16 { return p.udpPort }}
+		if s.cm, err = rdmacm.New(s.dev, cfg); err != nil {
+			return fmt.Errorf(" Unable to create RDMA_CM resources: %w", err)
+		}
+		defer s.cm.Close()
+	}
 	if err := s.establish(); err != nil {
 		return err
 	}
@@ -90,6 +105,11 @@ func (p *params) run(stdout, stderr io.Writer) error {
 	}
 	defer s.c.close()
 	s.c.curMTU = s.mtu()
+	if p.workCM {
+		if err := s.connectCM(); err != nil {
+			return err
+		}
+	}
 	n := 1
 	if p.duration == 0 {
 		n = p.iters * p.numQPs
@@ -121,7 +141,7 @@ func (s *session) mtu() rocev2.MTU { return rocev2.MTU(s.p.curMTU) }
 func (p *params) openDevice(stderr io.Writer) (*device.Device, error) {
 	var addr netip.Addr
 	switch {
-	case p.dev != "":
+	case p.dev != "" && p.dev != control.DeviceName:
 		a, err := p.localAddr()
 		if err != nil {
 			return nil, fmt.Errorf("IB device %s not found\n%w\n Unable to find the Infiniband/RoCE device", p.dev, err)
@@ -145,7 +165,7 @@ func (p *params) openDevice(stderr io.Writer) (*device.Device, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf(" Couldn't get context for the device: %w\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", err, addr, p.udpPort)
+		return nil, fmt.Errorf(" Couldn't get context for the device: %w%s", err, control.OpenHint(err, addr, p.udpPort))
 	}
 	if err := dev.Publish(""); err != nil {
 		fmt.Fprintln(os.Stderr, p.t.name+": warning:", err)
@@ -203,11 +223,16 @@ func (s *session) checkLink() error {
 func (s *session) establish() error {
 	p := s.p
 	var err error
+	if p.useCM {
+		return s.establishCM()
+	}
 	if p.isClient() {
 		s.comm, err = dial(p.server, p.port, p.timeout)
 	} else {
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(p.port)); err != nil {
+		// On the device's address: a server on another address of the
+		// host has a control port of its own.
+		if ln, err = control.Listen(s.dev.LocalAddr().Addr(), p.port); err != nil {
 			return fmt.Errorf("Couldn't listen to port %d: %w\n Unable to init the socket connection", p.port, err)
 		}
 		fmt.Fprint(s.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
@@ -218,6 +243,48 @@ func (s *session) establish() error {
 	}
 	s.comm.withGID = true
 	return nil
+}
+
+// establishCM is establish_connection over the RDMA CM (-z, -R): the
+// server listens on the port and takes one connection; the client makes
+// it.
+func (s *session) establishCM() error {
+	p := s.p
+	ctx, cancel := p.cmContext()
+	defer cancel()
+	var err error
+	if p.isClient() {
+		if s.serverAddr, err = resolve(ctx, p.server); err != nil {
+			return fmt.Errorf("Problem in resolving basic address and port: %w\n Unable to init the socket connection", err)
+		}
+		s.comm, err = dialCM(ctx, s.cm, p, s.serverAddr)
+	} else {
+		var ln *rdmacm.Listener
+		if ln, err = s.cm.Listen(rdmacm.ListenConfig{Addr: netip.AddrPortFrom(netip.Addr{}, uint16(p.port)), Backlog: 1}); err != nil {
+			return fmt.Errorf(" rdma_listen failed on port %d: %w\n Unable to init the socket connection", p.port, err)
+		}
+		fmt.Fprint(s.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		s.comm, err = acceptCM(ctx, ln, s.dev, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%w\n Unable to init the socket connection", err)
+	}
+	return nil
+}
+
+// resolve is getaddrinfo for AF_INET, as perftest's rdma_cm paths take it.
+func resolve(ctx context.Context, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	as, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(as) == 0 {
+		return netip.Addr{}, fmt.Errorf("%s: no IPv4 address", host)
+	}
+	return as[0].Unmap(), nil
 }
 
 // exchangeParams is exchange_versions, check_version_compatibility,
@@ -316,6 +383,9 @@ func (s *session) exchangeAndConnect() error {
 		if err := s.handshake(i); err != nil {
 			return err
 		}
+	}
+	if s.p.workCM {
+		return nil // the CM connected them (connectCM)
 	}
 	if err := s.c.connect(s.my, s.rem); err != nil {
 		return fmt.Errorf("%w\n Unable to Connect the HCA's through the link", err)

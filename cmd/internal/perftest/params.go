@@ -68,6 +68,8 @@ type params struct {
 	unsorted   bool // -U
 	noXchgVers bool // --dont_xchg_versions
 	warmUp     bool // --perform_warm_up
+	workCM     bool // -R: the test's QPs connected through the RDMA CM (work_rdma_cm)
+	useCM      bool // -z, and -R: the exchanges over an RDMA CM connection (use_rdma_cm)
 
 	// The exchange's results.
 	curMTU        int // the IB MTU enum
@@ -125,7 +127,7 @@ var opts = []optSpec{
 	{'q', "qp", true, false, bwOnly, "Num of qp's(default 1)"},
 	{'Q', "cq-mod", true, false, bwOnly, "Generate Cqe only after <--cq-mod> completion"},
 	{'r', "rx-depth", true, false, sendOnly, "Rx queue size (default 512)."},
-	{'R', "rdma_cm", false, false, nil, "Connect QPs with rdma_cm and run test on those QPs (not supported by goroce)"},
+	{'R', "rdma_cm", false, false, nil, "Connect QPs with rdma_cm and run test on those QPs"},
 	{'s', "size", true, false, notAtomic, ""},
 	{'S', "sl", true, false, nil, "SL (default 0; unused on RoCEv2)"},
 	{'t', "tx-depth", true, false, bwOnly, "Size of tx queue (default 128)"},
@@ -133,11 +135,11 @@ var opts = []optSpec{
 	{'U', "report-unsorted", false, false, latOnly, "(implies -H) print out unsorted results (default sorted)"},
 	{'V', "version", false, false, nil, "Display version number"},
 	{'x', "gid-index", true, false, nil, "Test uses GID with GID index (Default : IB - no gid . ETH - 0)"},
-	{'z', "com_rdma_cm", false, false, nil, "Communicate with rdma_cm module to exchange data (not supported by goroce)"},
+	{'z', "com_rdma_cm", false, false, nil, "Communicate with rdma_cm module to exchange data - use regular QPs"},
 	{0, "dont_xchg_versions", false, false, nil, "Do not exchange versions and MTU with other side"},
 	{0, "perform_warm_up", false, false, func(t *Test) bool { return t.kind == BW && t.verb != Send }, "Perform some iterations before start measuring in order to warming-up memory cache, valid in Atomic, Read and Write BW tests"},
 	{0, "report_gbits", false, false, bwOnly, "Report Max/Average BW of test in Gbit/sec (instead of MB/sec)"},
-	{0, "udp-port", true, true, nil, "UDP port of this device and of the peer's (default 4791)"},
+	{0, "udp-port", true, true, nil, "UDP port of this device and of the peer's (default 4791; no 0: the exchange carries no port, so both sides name the same)"},
 	{0, "stats", false, true, nil, "print the device's counters at exit"},
 	{0, "timeout", true, true, nil, "give up after waiting this long for the peer, e.g. 30s (default 0: wait forever, like perftest)"},
 }
@@ -329,7 +331,7 @@ func (p *params) set(s optSpec, val string, stderr io.Writer) error {
 		p.gbits = true
 	case "udp-port":
 		var n int
-		n, err = num("UDP port", 0, 65535)
+		n, err = num("UDP port", 1, 65535) // 0 (a free port) could not be told to the peer
 		p.udpPort = uint16(n)
 	case "stats":
 		p.stats = true
@@ -338,7 +340,11 @@ func (p *params) set(s optSpec, val string, stderr io.Writer) error {
 			fmt.Fprintf(stderr, " invalid duration '%s' for --timeout (e.g. 30s; 0 waits forever)\n", val)
 			return errUsage
 		}
-	default: // bidirectional, report-cycles, post_list, dualport, rdma_cm, com_rdma_cm
+	case "rdma_cm":
+		p.workCM = true
+	case "com_rdma_cm":
+		p.useCM = true
+	default: // bidirectional, report-cycles, post_list, dualport
 		return unsupported()
 	}
 	return err
@@ -394,6 +400,17 @@ func (p *params) force(stderr io.Writer) error {
 	if p.t.verb == Atomic && p.size != defSizeAtomic {
 		fmt.Fprintf(stderr, "Message size cannot be changed for Atomic tests \n")
 		return errUsage
+	}
+	if p.workCM {
+		if p.conn == UC {
+			fmt.Fprint(stderr, resultLine+" UC is not supported in librdmacm\n")
+			return errUsage
+		}
+		if p.conn == UD {
+			fmt.Fprintf(stderr, " -R with UD QPs is not supported by goroce (RC only)\n")
+			return errUsage
+		}
+		p.useCM = true
 	}
 	if p.t.kind == Lat && p.numQPs > 1 {
 		fmt.Fprintf(stderr, " Multiple QPs only available on bw tests\n")

@@ -99,13 +99,15 @@ func TestParseErrors(t *testing.T) {
 		{SendBW, []string{"-D", "2", "-f", "1"}, false, "Duration must be greater than two margins"},
 		{SendBW, []string{"-n", "2"}, false, "Iteration num should be between 5 and"},
 		{SendBW, []string{"-b"}, false, "--bidirectional is not supported by goroce"},
-		{SendBW, []string{"-R"}, false, "--rdma_cm is not supported by goroce"},
+		{SendBW, []string{"-R", "-c", "UC"}, false, "UC is not supported in librdmacm"},
+		{SendBW, []string{"-R", "-c", "UD"}, false, "-R with UD QPs is not supported by goroce"},
 		{SendLat, []string{"-q", "2"}, true, "invalid option -- 'q'"},
 		{SendBW, []string{"--nosuch"}, true, "unrecognized option '--nosuch'"},
 		{SendBW, []string{"--r"}, true, "is ambiguous"},
 		{SendBW, []string{"-s"}, false, "option requires an argument -- 's'"},
 		{SendBW, []string{"a", "b"}, false, "Invalid command line"},
 		{SendBW, []string{"--timeout", "soon"}, false, "invalid duration"},
+		{SendBW, []string{"-udp-port", "0"}, false, "UDP port should be between 1 and 65535"}, // a free port could not be told to the peer
 	} {
 		t.Run(tc.test.Name()+" "+tc.want, func(t *testing.T) {
 			var stderr bytes.Buffer

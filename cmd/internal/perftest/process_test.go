@@ -192,6 +192,13 @@ func TestToolsProcesses(t *testing.T) {
 		{WriteLat, []string{"-n", "200", "-c", "UC"}, []int{2}, 200},
 		{ReadLat, []string{"-n", "200", "-s", "4096"}, []int{4096}, 200},
 		{ReadLat, []string{"-D", "2"}, []int{2}, 0},
+		// Through the RDMA CM: the channel (-z), and the QPs too (-R).
+		{SendBW, []string{"-n", "200", "-s", "4096", "-R"}, []int{4096}, 200},
+		{SendBW, []string{"-n", "200", "-s", "4096", "-R", "-q", "2"}, []int{4096}, 400},
+		{SendBW, []string{"-n", "200", "-s", "4096", "-z"}, []int{4096}, 200},
+		{ReadBW, []string{"-n", "200", "-s", "4096", "-o", "4", "-R"}, []int{4096}, 200},
+		{WriteLat, []string{"-n", "200", "-s", "64", "-R"}, []int{64}, 200},
+		{SendLat, []string{"-n", "200", "-R"}, []int{2}, 200},
 	} {
 		t.Run(tc.test.name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			bin := buildTool(t, tc.test, dir)
@@ -279,4 +286,23 @@ func TestSignalLeavesNoSocket(t *testing.T) {
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 143, srv.exit(t), srv.output())
 	assert.NoFileExists(t, sock)
+}
+
+// A server listens on its device's address: servers on two loopback
+// addresses share a control port, and a third on a taken address and port
+// says which port to change.
+func TestServersOnTwoAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs perftest processes")
+	}
+	bin := buildTool(t, WriteBW, t.TempDir())
+	tcpPort, udpPort := strconv.Itoa(freeTCPPort(t)), strconv.Itoa(freeUDPPort(t))
+	for _, addr := range []string{serverAddr, clientAddr} {
+		srv := start(t, bin, "-d", addr, "-p", tcpPort, "-udp-port", udpPort, "--timeout", "60s")
+		srv.waitLine(t, "Waiting for client to connect")
+	}
+	third := start(t, bin, "-d", serverAddr, "-p", tcpPort, "-udp-port", strconv.Itoa(freeUDPPort(t)))
+	require.NotEqual(t, 0, third.exit(t), third.output())
+	assert.Contains(t, third.output(), "TCP control port "+tcpPort+" on "+serverAddr+" is in use")
+	assert.NotContains(t, third.output(), "UDP port", "not taken for the RoCE port")
 }

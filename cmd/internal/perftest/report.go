@@ -108,8 +108,11 @@ func (p *params) printTestInfo(w io.Writer, mtu rocev2.MTU) {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", "OFF")
-	fmt.Fprintf(w, " Data ex. method : %s\n", "Ethernet")
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", map[bool]string{false: "OFF", true: "ON"}[p.workCM])
+	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.useCM])
+	if p.workCM && !p.isClient() {
+		fmt.Fprint(w, resultLine+" Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n")
+	}
 	fmt.Fprint(w, resultLine)
 }
 

@@ -155,3 +155,41 @@ func TestLatReport(t *testing.T) {
 	c.printLatDurReport(&out, 1000)
 	assert.Equal(t, " 2             1000            2000.00        500.00 \n", out.String())
 }
+
+// With -R a server's test information says so and asks for its client,
+// as Linux 6.1's perftest 4.5 server said in the interop run of
+// `ib_send_bw -d rxe0 -i 1 -x 1 -F -p 18516 -s 65536 -m 1024 -n 200 -R`.
+func TestPrintTestInfoCM(t *testing.T) {
+	const want = "---------------------------------------------------------------------------------------\n" +
+		"                    Send BW Test\n" +
+		" Dual-port       : OFF\t\tDevice         : goroce0\n" +
+		" Number of qps   : 1\t\tTransport type : IB\n" +
+		" Connection type : RC\t\tUsing SRQ      : OFF\n" +
+		" PCIe relax order: ON\n" +
+		" ibv_wr* API     : OFF\n" +
+		" RX depth        : 200\n" +
+		" CQ Moderation   : 1\n" +
+		" Mtu             : 1024[B]\n" +
+		" Link type       : Ethernet\n" +
+		" GID index       : 1\n" +
+		" Max inline data : 0[B]\n" +
+		" rdma_cm QPs\t : ON\n" +
+		" Data ex. method : rdma_cm\n" +
+		"---------------------------------------------------------------------------------------\n" +
+		" Waiting for client rdma_cm QP to connect\n" +
+		" Please run the same command with the IB/RoCE interface IP\n" +
+		"---------------------------------------------------------------------------------------\n"
+	p, err := SendBW.parse([]string{"-x", "1", "-F", "-p", "18516", "-s", "65536", "-m", "1024", "-n", "200", "-R"}, io.Discard)
+	require.NoError(t, err)
+	p.gidIndex, p.curMTU, p.inline, p.outReads = 1, int(rocev2.MTU1024), 0, 1
+	var out bytes.Buffer
+	p.printTestInfo(&out, rocev2.MTU(p.curMTU))
+	assert.Equal(t, want, out.String())
+
+	// The client's says nothing more than that the QPs are rdma_cm's.
+	p.server = "198.18.0.11"
+	out.Reset()
+	p.printTestInfo(&out, rocev2.MTU(p.curMTU))
+	assert.NotContains(t, out.String(), "Waiting for client rdma_cm QP")
+	assert.Contains(t, out.String(), " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")
+}

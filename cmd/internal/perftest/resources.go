@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rdmacm"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
 )
@@ -26,6 +27,7 @@ type ctx struct {
 	sendPoll *device.Poller
 	recvPoll *device.Poller
 	qps      []*qp.QP
+	conns    []*rdmacm.Conn // -R: the connections the QPs are (connectCM)
 	ahs      []*qp.AddressHandle
 	curMTU   rocev2.MTU
 
@@ -79,6 +81,9 @@ func newCtx(p *params, dev *device.Device) (*ctx, error) {
 	}
 	c.sendPoll, c.recvPoll = dev.NewPoller(c.sendCQ), dev.NewPoller(c.recvCQ)
 	typ := map[ConnType]qp.Type{RC: qp.RC, UC: qp.UC, UD: qp.UD}[p.conn]
+	if p.workCM {
+		return c, nil // the CM makes the QPs (connectCM)
+	}
 	for range p.numQPs {
 		q, err := qp.Create(c.pd, qp.InitAttr{
 			Type: typ, SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
@@ -108,10 +113,15 @@ func newCtx(p *params, dev *device.Device) (*ctx, error) {
 
 // close destroys what newCtx made (destroy_ctx).
 func (c *ctx) close() {
-	for _, q := range c.qps {
-		q.Destroy()
+	for _, conn := range c.conns {
+		conn.Close() // a DREQ if still connected; the QP destroyed
 	}
-	c.qps = nil
+	if c.conns == nil {
+		for _, q := range c.qps {
+			q.Destroy()
+		}
+	}
+	c.qps, c.conns = nil, nil
 	if c.sendCQ != nil {
 		c.sendCQ.Close()
 	}

@@ -24,8 +24,13 @@
 //   - goroce's own long options (one or two dashes): -udp-port (this
 //     device's and the peer's RoCEv2 UDP port, default 4791), -stats (the
 //     device's counters at exit), -timeout (bound every wait for the peer);
-//   - what perftest offers beyond the flags listed in the usage text (rdma_cm,
-//     bidirectional, post lists, dual port, multicast, SRQ, XRC, DC, rate
+//   - -R and -z run through goroce's RDMA CM (package rdmacm) as
+//     perftest's through librdmacm: the exchanges over an RC connection
+//     on the test's port, the address records as the binary struct
+//     pingpong_dest, and with -R the test's RC QPs connected through the
+//     CM on that port too (UD with -R is refused);
+//   - what perftest offers beyond the flags listed in the usage text
+//     (bidirectional, post lists, dual port, multicast, SRQ, XRC, DC, rate
 //     limits, CUDA...) is refused with "not supported by goroce";
 //   - duration runs (-D) look at the clock in their loops where perftest
 //     takes SIGALRM;

@@ -35,6 +35,10 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) { o.events, o.server = true, "-host" }},
 		{"accepted for compatibility", []string{"-l", "3", "-o", "-i", "1"},
 			func(o *options) { o.sl, o.odp = 3, true }},
+		{"rdma-core's -O, -P and -N", []string{"-O", "-P", "-N"},
+			func(o *options) { o.odp, o.prefetch, o.newSend = true, true, true }},
+		{"and their long names", []string{"--iodp", "--prefetch", "--new_send"},
+			func(o *options) { o.odp, o.prefetch, o.newSend = true, true, true }},
 		{"the backend and its interface", []string{"-backend", "afpacket", "-i", "veth0"},
 			func(o *options) { o.backend, o.iface = "afpacket", "veth0" }},
 		{"the interface by its long name", []string{"--backend=udp", "-iface", "eth1", "-i", "1"},
@@ -68,7 +72,9 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"ib port 0", []string{"-i", "0"}, "for --ib-port"},
 		{"not a number", []string{"-n", "many"}, "invalid value 'many'"},
 		{"two servers", []string{"a", "b"}, ""},
-		{"unknown backend", []string{"-backend", "dpdk"}, "use udp or afpacket"},
+		{"unknown backend", []string{"-backend", "dpdk"}, "use udp, afpacket, shm or auto"},
+		// A free port (roce-perf -port 0) cannot be told to the peer.
+		{"UDP port 0", []string{"-udp-port", "0"}, "invalid value '0' for --udp-port (want a number from 1 to 65535)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -102,6 +108,40 @@ func TestRunBadDevice(t *testing.T) {
 	assert.Equal(t, 1, Main(RC, "rc_pingpong", []string{"-d", "rxe0"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "IB device rxe0 not found")
 	assert.Contains(t, stderr.String(), "-d takes the IP address")
+	assert.Contains(t, stderr.String(), "or goroce0 for the default one")
+
+	// An address of no interface here: said so, not taken for a busy port.
+	stderr.Reset()
+	assert.Equal(t, 1, Main(RC, "rc_pingpong", []string{"-d", "192.0.2.77"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "192.0.2.77 is not an address of this host")
+	assert.NotContains(t, stderr.String(), "UDP port")
+}
+
+// -d goroce0, the name every tool prints for its device, is the default
+// device: a client with it gets as far as connecting to its server.
+func TestRunDeviceName(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	port := strconv.Itoa(freeTCPPort(t))
+	args := []string{"-d", "goroce0", "-g", "1", "-udp-port", strconv.Itoa(freeUDPPort(t)), "-p", port, "-timeout", "5s", "127.0.0.1"}
+	assert.Equal(t, 1, Main(RC, "rc_pingpong", args, &stdout, &stderr))
+	assert.NotContains(t, stderr.String(), "not found")
+	assert.Contains(t, stderr.String(), "Couldn't connect to 127.0.0.1:"+port)
+}
+
+// rc_pingpong's own checks of its memory options, in its words.
+func TestRunMemoryOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-P"}, "prefetch is valid only with on-demand memory region"},
+		{[]string{"-o", "-j"}, "DM memory region can't be on demand"},
+		{[]string{"-O", "-j"}, "DM memory region can't be on demand"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 1, Main(RC, "rc_pingpong", tc.args, &stdout, &stderr), tc.args)
+		assert.Contains(t, stderr.String(), tc.want, tc.args)
+	}
 }
 
 func TestRunUnsupported(t *testing.T) {

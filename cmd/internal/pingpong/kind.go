@@ -9,13 +9,20 @@
 // socket in this process rather than a kernel device:
 //
 //   - -d takes the IP address to bind the device to (default: the source
-//     address of the route to SERVER; 127.0.0.1 for a server);
+//     address of the route to SERVER; 127.0.0.1 for a server), or goroce0,
+//     the name the device goes by, for the default; a server listens for
+//     its client on that address only (port -p; on every address for an
+//     IPv6 link-local device, whose client comes by another), so servers
+//     on two addresses of one host do not collide;
 //   - -udp-port sets the RoCEv2 UDP port of this device and of the peer
 //     (default 4791); -stats prints the device's counters at exit;
 //     -timeout bounds every wait for the peer (default: none);
 //   - -t and -j (rc_pingpong) fail, as the original does on a device
-//     without completion timestamps or device memory; -o is accepted and
-//     changes nothing;
+//     without completion timestamps or device memory; -o, -O and -P are
+//     accepted and change nothing (Go memory needs no pinning; -P wants -o
+//     or -O, as the original does), and -N posts the same work requests;
+//   - a completion in error is told in ibv_wc_status_str's words, as the
+//     original does ("Failed status transport retry counter exceeded (12)");
 //   - -c checks every byte between two goroce peers (and the original's
 //     page markers against any peer), on both sides, and a bad buffer makes
 //     the exit status 1; ud_pingpong -c also checks the GRH area of every
@@ -43,7 +50,7 @@ var (
 	// RC is ibv_rc_pingpong: one RC QP.
 	RC = &Kind{name: "rc_pingpong", typ: qp.RC, defSize: 4096, opts: withCommon(
 		optPort, optDev, optIBPort, sizeOpt(4096), optMTU, optRxDepth, optIters, optSL,
-		optEvents, optGID, optODP, optTS, optChk, optDM)}
+		optEvents, optGID, optODP, optIODP, optPrefetch, optTS, optChk, optDM, optNewSend)}
 	// UC is ibv_uc_pingpong: one UC QP.
 	UC = &Kind{name: "uc_pingpong", typ: qp.UC, defSize: 4096, opts: withCommon(
 		optPort, optDev, optIBPort, sizeOpt(4096), optMTU, optRxDepth, optIters, optSL,

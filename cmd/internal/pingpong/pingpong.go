@@ -77,8 +77,9 @@ func newPingpong(k *Kind, dev *device.Device, o *options) (*pingpong, error) {
 		}
 	}
 	if o.odp {
-		// Go memory is never pinned, so every region is "on demand" already.
-		fmt.Fprintln(os.Stderr, "note: -o: goroce memory regions need no pinning; on-demand paging changes nothing")
+		// Go memory is never pinned, so every region is "on demand" already
+		// (-O's implicit one too, and -P's prefetch has nothing to fetch).
+		fmt.Fprintln(os.Stderr, "note: -o/-O/-P: goroce memory regions need no pinning; on-demand paging changes nothing")
 	}
 	if o.ts {
 		return nil, fail("The device isn't completion timestamp capable", nil)
@@ -300,7 +301,7 @@ type counts struct{ scnt, rcnt, routs int }
 // once both its previous send and the receive of the answer are complete.
 func (p *pingpong) parseWC(wc *cq.WC, c *counts) error {
 	if wc.Status != cq.Success {
-		return fail(fmt.Sprintf("Failed status %s (%d) for wr_id %d", wc.Status, wc.Status, int(wc.WRID)), nil)
+		return fail(fmt.Sprintf("Failed status %s (%d) for wr_id %d", wc.Status.Text(), wc.Status, int(wc.WRID)), nil)
 	}
 	i, ok := p.qpIndex[wc.QPNum]
 	if !ok {

@@ -324,7 +324,7 @@ func TestPingPongFailures(t *testing.T) {
 		go serverExchange(ln, []dest{fake}, procWait, func([]dest) error { return nil })
 		cli := start(t, bin, "-g", "1", "-d", clientAddr, "-udp-port", strconv.Itoa(freeUDPPort(t)), "-p", port, serverAddr)
 		require.Equal(t, 1, cli.exit(t), cli.output())
-		assert.Contains(t, cli.output(), "Failed status IBV_WC_RETRY_EXC_ERR (12) for wr_id 2")
+		assert.Contains(t, cli.output(), "Failed status transport retry counter exceeded (12) for wr_id 2")
 		assert.Contains(t, cli.output(), "parse WC failed")
 	})
 }
@@ -388,4 +388,26 @@ func TestSignalLeavesNoSocket(t *testing.T) {
 			assert.NoFileExists(t, sock)
 		})
 	}
+}
+
+// A server listens for its client on its device's address, not on every
+// address: servers on two loopback addresses share a control port (as
+// they share the RoCEv2 UDP port), and a third on a taken address and
+// port says which port to change.
+func TestServersOnTwoAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs rc_pingpong processes")
+	}
+	bin := buildOnce(t, RC, t.TempDir())
+	tcpPort, udpPort := strconv.Itoa(freeTCPPort(t)), strconv.Itoa(freeUDPPort(t))
+	for _, addr := range []string{serverAddr, clientAddr} {
+		srv := start(t, bin, "-g", "1", "-d", addr, "-p", tcpPort, "-udp-port", udpPort, "-timeout", "60s")
+		srv.waitLine(t, "  local address:") // printed once it listens
+	}
+	third := start(t, bin, "-g", "1", "-d", serverAddr, "-p", tcpPort, "-udp-port", strconv.Itoa(freeUDPPort(t)))
+	require.Equal(t, 1, third.exit(t), third.output())
+	assert.Contains(t, third.output(), "Couldn't listen to port "+tcpPort)
+	assert.Contains(t, third.output(), "TCP control port "+tcpPort+" on "+serverAddr+" is in use")
+	assert.Contains(t, third.output(), "pass -p with another port")
+	assert.NotContains(t, third.output(), "UDP port", "not taken for the RoCE port")
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goroce/goroce/cmd/internal/control"
 	"github.com/goroce/goroce/internal/backendflag"
 	"github.com/goroce/goroce/internal/devinfo"
 	"github.com/goroce/goroce/qp"
@@ -38,6 +39,13 @@ func Main(k *Kind, prog string, args []string, stdout, stderr io.Writer) int {
 
 // main is the original's main after option parsing, step by step.
 func (k *Kind) main(o *options, stdout io.Writer) error {
+	// The original's checks of its memory options, before any device.
+	if o.odp && o.dm {
+		return fail("DM memory region can't be on demand", nil)
+	}
+	if !o.odp && o.prefetch {
+		return fail("prefetch is valid only with on-demand memory region", nil)
+	}
 	dev, err := openDevice(k, o)
 	if err != nil {
 		return err
@@ -84,7 +92,9 @@ func (k *Kind) main(o *options, stdout io.Writer) error {
 	// line finds the port open.
 	var ln net.Listener
 	if o.server == "" {
-		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(o.port)); err != nil {
+		// On the device's address, not every address: a server on
+		// another address of the host has a port 18515 of its own.
+		if ln, err = control.Listen(dev.LocalAddr().Addr(), o.port); err != nil {
 			return fail(fmt.Sprintf("Couldn't listen to port %d", o.port), err)
 		}
 		defer ln.Close()
@@ -175,7 +185,7 @@ func openDevice(k *Kind, o *options) (*device.Device, error) {
 			return nil, fail(fmt.Sprintf("IB device %s not found", o.iface), err)
 		}
 		addr = a
-	case o.dev != "":
+	case o.dev != "" && o.dev != control.DeviceName:
 		a, err := o.localAddr()
 		if err != nil {
 			return nil, fail(fmt.Sprintf("IB device %s not found", o.dev), err)
@@ -202,8 +212,7 @@ func openDevice(k *Kind, o *options) (*device.Device, error) {
 		if spec.IsAFPacket() {
 			return nil, fail("Couldn't get context for goroce0", err)
 		}
-		hint := fmt.Sprintf("\nhint: another RoCE device (a kernel rxe or RNIC, or another goroce process on %v) may hold UDP port %d: pass -d with another address (e.g. 127.0.0.2) or -udp-port", addr, o.udpPort)
-		return nil, fail("Couldn't get context for goroce0", fmt.Errorf("%w%s", err, hint))
+		return nil, fail("Couldn't get context for goroce0", fmt.Errorf("%w%s", err, control.OpenHint(err, addr, o.udpPort)))
 	}
 	// Counters for other processes (roce-devinfo -counters -d ADDR), as a
 	// kernel device has them in sysfs; without them the run still works.

@@ -13,3 +13,10 @@ func ForeignSocket(t testing.TB, path, reply string) *Process {
 	t.Skip("needs a Unix system to run a process as another user")
 	return nil
 }
+
+// ForeignPublisher skips the test: running a process as another user
+// needs a Unix system.
+func ForeignPublisher(t testing.TB, tmp, name, reply string) *Process {
+	t.Skip("needs a Unix system to run a process as another user")
+	return nil
+}

@@ -54,6 +54,28 @@ func ForeignSocket(t testing.TB, path, reply string) *Process {
 	return p
 }
 
+// ForeignPublisher runs a publisher (rundir.Listen) of name, answering
+// reply, as user Nobody whose temporary directory ($TMPDIR) is tmp and
+// who sets no GOROCE_RUN_DIR or XDG_RUNTIME_DIR: its run directory is
+// tmp/goroce-65534, which it creates. It needs root; without root the
+// test is skipped.
+func ForeignPublisher(t testing.TB, tmp, name, reply string) *Process {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	for _, d := range []string{tmp, filepath.Dir(tmp)} {
+		if err := os.Chmod(d, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(tmp, "child")
+	copyExecutable(t, bin)
+	return start(t, bin, orders{Mode: "publish", Name: name, Reply: reply},
+		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: Nobody, Gid: Nobody}},
+		"TMPDIR="+tmp, "GOROCE_RUN_DIR=", "XDG_RUNTIME_DIR=")
+}
+
 // copyExecutable copies this test binary to dst, executable by all.
 func copyExecutable(t testing.TB, dst string) {
 	t.Helper()

@@ -101,14 +101,14 @@ type Process struct {
 
 // start runs this test binary as a child with orders o and returns it
 // once it is ready; the test's cleanup ends it.
-func start(t testing.TB, bin string, o orders, attr *syscall.SysProcAttr) *Process {
+func start(t testing.TB, bin string, o orders, attr *syscall.SysProcAttr, env ...string) *Process {
 	t.Helper()
 	v, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+string(v))
+	cmd.Env = append(append(os.Environ(), envChild+"="+string(v)), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = attr
 	stdin, err := cmd.StdinPipe()

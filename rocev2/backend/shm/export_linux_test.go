@@ -1,0 +1,7 @@
+package shm
+
+// What the external tests (package shm_test) share with these.
+var (
+	NewRunDir  = runDir
+	Eventually = eventually
+)
