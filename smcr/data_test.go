@@ -1,7 +1,6 @@
 package smcr_test
 
 import (
-	"runtime"
 	"bytes"
 	"errors"
 	"io"
@@ -96,10 +95,6 @@ func wait(t *testing.T, wg *sync.WaitGroup, limit time.Duration) {
 	select {
 	case <-done:
 	case <-time.After(limit):
-		if os.Getenv("SMCR_DEBUG") != "" {
-			buf := make([]byte, 8<<20)
-			os.WriteFile("/tmp/scratch/hang.txt", buf[:runtime.Stack(buf, true)], 0o644)
-		}
 		t.Fatal("hang")
 	}
 }

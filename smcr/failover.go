@@ -39,13 +39,9 @@ func (g *linkGroup) switchConns(from *link) *link {
 	for {
 		to := g.failoverLink(from)
 		if to == nil {
-			for _, l := range g.linkList() {
-				dbg("%s switchConns from %d: no link; link %d state %v down %v confirmed %v", g.role, from.id, l.id, l.linkState(), l.down.Load(), l.confirmed.Load())
-			}
 			return nil
 		}
 		err := g.moveAll(from, to)
-		dbg("%s moveAll %d -> %d: %v", g.role, from.id, to.id, err)
 		if err == nil {
 			return to
 		}
@@ -202,6 +198,7 @@ func (s *smcConn) switchLink(from, to *link) error {
 	}
 	if s.peerCons > s.sndAcked {
 		s.sndAcked = s.peerCons // read by the peer: confirmed, whatever became of its CDC
+		wake(s.writable)        // room in the send buffer: a Write may wait for it
 	}
 	return s.resendLocked(to, d)
 }

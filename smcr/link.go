@@ -423,7 +423,6 @@ func (l *link) writeTag() (uint64, cq.Entry) { return l.res.TagUnsignaled(&l.wri
 // was the last.
 func (l *link) fail(err error) {
 	l.downOnce.Do(func() {
-		dbg("%s link %d (dev %v) fails: %v", l.lgr.role, l.id, l.dev.key, err)
 		l.downErr = err
 		l.state.Store(int32(linkInactive))
 		l.down.Store(true)

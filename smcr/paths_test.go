@@ -82,11 +82,14 @@ func (c cutPoint) String() string {
 }
 
 // trigger cuts the path of the writer's device and its peer after the
-// writer sent writes RDMA WRITEs there, at point.
+// writer sent writes RDMA WRITEs there, at point; with gone, the two
+// devices also lose their addresses then (their next sends fail, and take
+// their links down at once), else the links find the cut by TEST_LINK.
 type trigger struct {
 	writer, peer netip.Addr
 	writes       int
 	point        cutPoint
+	gone         bool
 
 	mu     sync.Mutex
 	seen   int  // WRITEs (first packets) sent
@@ -95,8 +98,8 @@ type trigger struct {
 	firedC chan struct{}
 }
 
-func newTrigger(writer, peer netip.Addr, writes int, point cutPoint) *trigger {
-	return &trigger{writer: writer, peer: peer, writes: writes, point: point, firedC: make(chan struct{})}
+func newTrigger(writer, peer netip.Addr, writes int, point cutPoint, gone bool) *trigger {
+	return &trigger{writer: writer, peer: peer, writes: writes, point: point, gone: gone, firedC: make(chan struct{})}
 }
 
 // pathBackend is one device's backend in paths.
@@ -198,6 +201,9 @@ func (b *pathBackend) received(pkts []backend.Incoming) {
 func (tr *trigger) fire(p *paths) {
 	tr.fired = true
 	p.cut(true, tr.writer, tr.peer)
+	if tr.gone {
+		p.remove(true, tr.writer, tr.peer)
+	}
 	close(tr.firedC)
 }
 
