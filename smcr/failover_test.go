@@ -85,7 +85,8 @@ func TestFailoverAtEveryCutPoint(t *testing.T) {
 	}
 }
 
-// When both paths are cut, the last link's failure ends the connections:
+// When both paths are cut (silently over memlink, by the devices'
+// addresses over UDP), the last link's failure ends the connections:
 // blocked Reads and Writes return errors (not an orderly end) in bounded
 // time, and every goroutine stops.
 func TestBothLinksCut(t *testing.T) {
@@ -107,7 +108,11 @@ func TestBothLinksCut(t *testing.T) {
 			}()
 			_, err := io.CopyN(io.Discard, s, 1<<20)
 			require.NoError(t, err)
-			lp.paths.cut(true, append(lp.path(0), lp.path(1)...)...)
+			takeAway := lp.paths.cut
+			if pathsGone(be.mem) {
+				takeAway = lp.paths.remove
+			}
+			takeAway(true, append(lp.path(0), lp.path(1)...)...)
 			rerr := make(chan error, 1)
 			go func() {
 				_, err := io.Copy(io.Discard, s)
@@ -303,8 +308,9 @@ func TestDeviceAddressGone(t *testing.T) {
 // SMC-Rv1 has no rkey list in ADD_LINK: the sides exchange every RMB's
 // rkey on the new link in ADD_LINK_CONT messages, two each, in turn. With
 // five connections a link added again takes three rounds; the connections
-// then move onto it (when the other path is cut) and their streams arrive
-// byte-exact, which they could not with an rkey missing or wrong.
+// then move onto it (when the other path's devices lose their addresses)
+// and their streams arrive byte-exact, which they could not with an rkey
+// missing or wrong.
 func TestSMCRv1AddLinkCont(t *testing.T) {
 	noLeaks(t)
 	paths := newPaths(t)
@@ -322,6 +328,7 @@ func TestSMCRv1AddLinkCont(t *testing.T) {
 		c.DevicePort = 14791
 		c.TestLinkInterval = 20 * time.Millisecond
 		smcr.FastLinkChecks(c, 500*time.Millisecond, 100*time.Millisecond)
+		smcr.AddressesGone(c, func(a netip.Addr) bool { return !paths.isGone(a) }, 50*time.Millisecond)
 	})
 	var cs, ss []net.Conn
 	for range 5 {
@@ -331,13 +338,13 @@ func TestSMCRv1AddLinkCont(t *testing.T) {
 	}
 	waitLinks(t, cs[0], 2)
 	added := smcr.StatsOf(ss[0].(*smcr.Conn)).LinksAdded
-	paths.cut(true, srvDevs[1], cliDevs[1])
+	paths.remove(true, srvDevs[1], cliDevs[1])
 	waitLinks(t, cs[0], 1)
-	paths.cut(false, srvDevs[1], cliDevs[1])
+	paths.remove(false, srvDevs[1], cliDevs[1])
 	waitLinks(t, cs[0], 2)
 	waitLinks(t, ss[0], 2)
 	require.Greater(t, smcr.StatsOf(ss[0].(*smcr.Conn)).LinksAdded, added)
-	paths.cut(true, srvDevs[0], cliDevs[0])
+	paths.remove(true, srvDevs[0], cliDevs[0])
 	for k := range cs {
 		require.NoError(t, transfer(t, cs[k], ss[k], 300001))
 		_, ls := linksOf(t, cs[k])

@@ -79,14 +79,15 @@ func TestSecondLinkSymmetric(t *testing.T) {
 		used[ls[0].LocalQPN]++
 	}
 	require.Len(t, used, 2, "connections alternate between the links: %v", used)
-	transfer(t, c, s, 1<<20)
+	require.NoError(t, transfer(t, c, s, 1<<20))
 }
 
 // With two devices on one side only, the second link shares the single
 // device of the other side (Linux's asymmetric link group): the side with
 // one device sees ASYMMETRIC_LOCAL, the other ASYMMETRIC_PEER, the second
 // link is the asymmetric one (new connections stay on the first), and a
-// connection moves to it when the first link's own device is cut off.
+// connection moves to it when the first link's own device loses its
+// address.
 func TestSecondLinkAsymmetric(t *testing.T) {
 	for _, tt := range []struct {
 		name               string
@@ -103,6 +104,7 @@ func TestSecondLinkAsymmetric(t *testing.T) {
 			p := multiPair(t, tt.srvDevs, tt.cliDevs, func(c *smcr.Config) {
 				c.TestLinkInterval = 20 * time.Millisecond
 				smcr.FastLinkChecks(c, time.Second, time.Hour)
+				smcr.AddressesGone(c, func(a netip.Addr) bool { return !paths.isGone(a) }, 50*time.Millisecond)
 			})
 			c, s := p.dial(t)
 			waitLinks(t, c, 2)
@@ -118,15 +120,15 @@ func TestSecondLinkAsymmetric(t *testing.T) {
 				_, ls := linksOf(t, c2)
 				require.Equal(t, cls[0].LocalQPN, ls[0].LocalQPN, "new connections stay off the asymmetric link")
 			}
-			// Cut the device that only the first link uses: the two-device
-			// side's first.
+			// Take away the address of the device that only the first link
+			// uses: the two-device side's first.
 			first := cls[0].LocalGID
 			if tt.srvDevs == 2 {
 				first = cls[0].PeerGID
 			}
 			done := make(chan error, 1)
 			go func() { done <- transfer(t, c, s, 4<<20) }()
-			paths.cut(true, first)
+			paths.remove(true, first)
 			require.NoError(t, <-done)
 			_, ls := linksOf(t, c)
 			require.Equal(t, cls[1].LocalQPN, ls[0].LocalQPN, "the connection moved to the asymmetric link")
@@ -147,7 +149,7 @@ func TestNoAlternatePath(t *testing.T) {
 	require.Equal(t, "SINGLE", typ)
 	require.Len(t, ls, 1)
 	require.Zero(t, smcr.StatsOf(c.(*smcr.Conn)).LinksAdded)
-	transfer(t, c, s, 1<<20)
+	require.NoError(t, transfer(t, c, s, 1<<20))
 }
 
 // addLinkDone reports whether the server's first ADD_LINK of c's group
