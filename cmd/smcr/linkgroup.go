@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -49,9 +50,13 @@ func linkGroups(o *options, procs []*smcr.Published, args []string, w io.Writer)
 				continue
 			}
 			for _, l := range g.Links {
-				fmt.Fprintf(&b, "%08x %-8s %-8s %-15.15s %-15s %6d  ", g.ID, roleText(g.Role), g.Type, netDev(g), l.State, l.Conns)
+				dev := g.Device
+				if l.Device.IsValid() {
+					dev = l.Device // each link is on a device of its own
+				}
+				fmt.Fprintf(&b, "%08x %-8s %-8s %-15.15s %-15s %6d  ", g.ID, roleText(g.Role), g.Type, netDev(dev), l.State, l.Conns)
 				if o.detail >= 1 {
-					fmt.Fprintf(&b, "%08x  %08x  %-21s %4d  ", l.UID, 0, g.Device, 1)
+					fmt.Fprintf(&b, "%08x  %08x  %-21s %4d  ", l.UID, l.PeerUserID, dev, 1)
 					if o.detail >= 2 {
 						fmt.Fprintf(&b, "%-40s  %-40s  %06x %06x  ", l.LocalGID, l.PeerGID, l.LocalQPN, l.PeerQPN)
 					}
@@ -86,10 +91,10 @@ func roleText(role string) string {
 	return "CLNT"
 }
 
-// netDev is the interface that holds the group's device address, as
-// Linux's link names the netdev of its RoCE port ("" if none does).
-func netDev(g smcr.LinkGroupInfo) string {
-	if ifi, ok := udp.InterfaceOf(g.Device.Addr()); ok {
+// netDev is the interface that holds a link's device address, as Linux's
+// link names the netdev of its RoCE port ("" if none does).
+func netDev(dev netip.AddrPort) string {
+	if ifi, ok := udp.InterfaceOf(dev.Addr()); ok {
 		return ifi.Name
 	}
 	return ""
