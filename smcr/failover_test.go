@@ -2,7 +2,6 @@ package smcr_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,6 +27,26 @@ var backends = []struct {
 // (found by TEST_LINK): UDP's, as a deleted address fails a socket's
 // sends.
 func pathsGone(mem bool) bool { return !mem }
+
+// dialTwoLinks dials a connection and waits until both sides' group has
+// its two links.
+func (lp *linkPair) dialTwoLinks(t *testing.T) (c, s net.Conn) {
+	t.Helper()
+	c, s = lp.dial(t)
+	waitLinks(t, c, 2)
+	waitLinks(t, s, 2)
+	return c, s
+}
+
+// takeAway takes the devices at addrs away (or, with false, gives them
+// back) as pathsGone says for the pair's backend.
+func (lp *linkPair) takeAway(on bool, addrs ...netip.Addr) {
+	if pathsGone(lp.mem) {
+		lp.paths.remove(on, addrs...)
+	} else {
+		lp.paths.cut(on, addrs...)
+	}
+}
 
 // connLink returns the path (0 or 1) of the link c sends on, by its local
 // device.
@@ -59,15 +78,13 @@ func TestFailoverAtEveryCutPoint(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s writes/%v", be.name, writer, point), func(t *testing.T) {
 					noLeaks(t)
 					lp := newLinkPair(t, be.mem, nil)
-					c, s := lp.dial(t)
-					waitLinks(t, c, 2)
-					waitLinks(t, s, 2)
+					c, s := lp.dialTwoLinks(t)
 					i := lp.connLink(t, c)
 					w, peer := lp.cli[i], lp.srv[i]
 					if writer == "server" {
 						w, peer = peer, w
 					}
-					tr := newTrigger(w, peer, 20, point, pathsGone(be.mem))
+					tr := newTrigger(w, peer, 20, point, pathsGone(lp.mem))
 					lp.paths.trig.Store(tr)
 					require.NoError(t, transfer(t, c, s, 4<<20))
 					select {
@@ -94,42 +111,8 @@ func TestBothLinksCut(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			noLeaks(t)
 			lp := newLinkPair(t, be.mem, nil)
-			c, s := lp.dial(t)
-			waitLinks(t, c, 2)
-			werr := make(chan error, 1)
-			go func() {
-				buf := make([]byte, 64<<10)
-				for {
-					if _, err := c.Write(buf); err != nil {
-						werr <- err
-						return
-					}
-				}
-			}()
-			_, err := io.CopyN(io.Discard, s, 1<<20)
-			require.NoError(t, err)
-			takeAway := lp.paths.cut
-			if pathsGone(be.mem) {
-				takeAway = lp.paths.remove
-			}
-			takeAway(true, append(lp.path(0), lp.path(1)...)...)
-			rerr := make(chan error, 1)
-			go func() {
-				_, err := io.Copy(io.Discard, s)
-				if err == nil {
-					err = io.EOF
-				}
-				rerr <- err
-			}()
-			for _, ch := range []chan error{werr, rerr} {
-				select {
-				case err := <-ch:
-					require.Error(t, err)
-					require.False(t, errors.Is(err, io.EOF), "both links dead is no orderly end: %v", err)
-				case <-time.After(60 * time.Second): // hang guard
-					t.Fatal("Read or Write still blocked after both links died")
-				}
-			}
+			c, s := lp.dialTwoLinks(t)
+			requireDeadEnds(t, c, s, func() { lp.takeAway(true, append(lp.path(0), lp.path(1)...)...) })
 			c.Close()
 			s.Close()
 		})
@@ -146,22 +129,16 @@ func TestLinkFlapping(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			noLeaks(t)
 			lp := newLinkPair(t, be.mem, nil)
-			c, s := lp.dial(t)
-			waitLinks(t, c, 2)
-			waitLinks(t, s, 2)
-			takeAway := lp.paths.cut
-			if pathsGone(be.mem) {
-				takeAway = lp.paths.remove
-			}
+			c, s := lp.dialTwoLinks(t)
 			done := make(chan error, 1)
 			go func() { done <- transfer(t, c, s, 32<<20) }()
 			moves := 0
 			for range 3 {
 				i := lp.connLink(t, c)
-				takeAway(true, lp.path(i)...)
+				lp.takeAway(true, lp.path(i)...)
 				waitFor(t, 30*time.Second, func() bool { return lp.connLink(t, c) != i })
 				moves++
-				takeAway(false, lp.path(i)...)
+				lp.takeAway(false, lp.path(i)...)
 				waitLinks(t, c, 2)
 				waitLinks(t, s, 2)
 			}
@@ -285,9 +262,7 @@ func TestDeviceAddressGone(t *testing.T) {
 	lp := newLinkPair(t, false, func(c *smcr.Config) {
 		c.TestLinkInterval = -1 // no TEST_LINK: only the send errors can tell
 	})
-	c, s := lp.dial(t)
-	waitLinks(t, c, 2)
-	waitLinks(t, s, 2)
+	c, s := lp.dialTwoLinks(t)
 	i := lp.connLink(t, c)
 	done := make(chan error, 1)
 	go func() { done <- transfer(t, c, s, 8<<20) }()

@@ -127,8 +127,16 @@ func TestLinkFailureMidTransfer(t *testing.T) {
 	c, s := p.dial(t)
 	requireMode(t, c, smcr.ModeSMCRv2)
 
-	// The client writes without end; the server reads a first MiB, then
-	// the path is cut, then it keeps reading.
+	requireDeadEnds(t, c, s, func() { cut.Store(true) })
+	require.NoError(t, c.Close())
+	require.NoError(t, s.Close())
+}
+
+// requireDeadEnds has c write without end and s read a first MiB, then
+// kills the path (kill), and requires that the blocked Write and Read then
+// return errors, not an orderly end, in bounded time.
+func requireDeadEnds(t *testing.T, c, s net.Conn, kill func()) {
+	t.Helper()
 	werr := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64<<10)
@@ -141,7 +149,7 @@ func TestLinkFailureMidTransfer(t *testing.T) {
 	}()
 	_, err := io.CopyN(io.Discard, s, 1<<20)
 	require.NoError(t, err)
-	cut.Store(true)
+	kill()
 	rerr := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, s)
@@ -154,13 +162,11 @@ func TestLinkFailureMidTransfer(t *testing.T) {
 		select {
 		case err := <-ch:
 			require.Error(t, err)
-			require.False(t, errors.Is(err, io.EOF), "a dead link is not an orderly end: %v", err)
+			require.False(t, errors.Is(err, io.EOF), "a dead path is not an orderly end: %v", err)
 		case <-time.After(60 * time.Second): // hang guard
-			t.Fatal("Read or Write still blocked after the link died")
+			t.Fatal("Read or Write still blocked after the path died")
 		}
 	}
-	require.NoError(t, c.Close())
-	require.NoError(t, s.Close())
 }
 
 // Closing a connection whose link group died returns at once, and the

@@ -230,6 +230,7 @@ func memAddrs(srv netip.Addr, k int) []netip.Addr {
 // sides' first devices (the first link's), path 1 their second ones.
 type linkPair struct {
 	*pair
+	mem      bool
 	paths    *paths
 	srv, cli [2]netip.Addr
 }
@@ -239,7 +240,7 @@ func (lp *linkPair) path(i int) []netip.Addr { return []netip.Addr{lp.srv[i], lp
 
 func newLinkPair(t *testing.T, mem bool, mod func(*smcr.Config)) *linkPair {
 	t.Helper()
-	lp := &linkPair{paths: newPaths(t)}
+	lp := &linkPair{mem: mem, paths: newPaths(t)}
 	var net *memlink.Network
 	if mem {
 		net = memlink.NewNetwork()
