@@ -84,7 +84,13 @@ func (s *smcConn) cdcDone(ackTo uint64, seq uint16) {
 // cursor outside its RMB, moving backwards, or claiming more than the
 // buffer could hold is a protocol violation that aborts the connection
 // (the peer is told, and the violation counted).
-func (s *smcConn) onCDC(m smcwire.CDC) {
+//
+// It came on link l. A failover validation from a link other than the one
+// the peer's CDCs came on says that the peer left that one: stop is that
+// link, which the caller stops (outside the lock) before anything else
+// of l is handled, so that none of its WRITEs still under way lands beside
+// the ones the peer sends again on l.
+func (s *smcConn) onCDC(l *link, m smcwire.CDC) (stop *link) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.attached {
@@ -93,9 +99,16 @@ func (s *smcConn) onCDC(m smcwire.CDC) {
 		if s.early == nil || int16(m.Seq()-s.early.Seq()) > 0 {
 			s.early = append(s.early[:0], m...)
 		}
-		return
+		return nil
+	}
+	if l != s.rxLink {
+		if s.rxLink != nil && m.ProdFlags()&smcwire.CDCFailoverValidate != 0 {
+			stop = s.rxLink
+		}
+		s.rxLink = l
 	}
 	s.onCDCLocked(m)
+	return stop
 }
 
 // onCDCLocked is onCDC with mu held and the peer attached.

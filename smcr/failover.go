@@ -1,6 +1,8 @@
 package smcr
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -72,14 +74,100 @@ func (g *linkGroup) failoverLink(from *link) *link {
 	return same
 }
 
-// moveAll moves the connections on from to to, until none is left there.
-func (g *linkGroup) moveAll(from, to *link) error {
-	for _, c := range g.connList() {
-		if err := c.switchLink(from, to); err != nil {
-			return err
+// moveAll moves the connections on from to to.
+func (g *linkGroup) moveAll(from, to *link) error { return g.moveConns(from, to, g.connList()) }
+
+// moveConns moves those of cs that are on from to to, in two phases: each
+// one's validation first (nothing else is sent for it meanwhile), then a
+// TEST_LINK whose answer says that the peer has handled them, then each
+// one's bytes again. The peer's answer comes after it handled the
+// validations (its completions run in order), and so after it stopped the
+// old link (onValidation): no WRITE of the old link lands beside the new
+// ones. An error says to failed meanwhile (the connections are then to's
+// to move).
+func (g *linkGroup) moveConns(from, to *link, cs []*smcConn) error {
+	var moving []*smcConn
+	var err error
+	for _, c := range cs {
+		var begun bool
+		if begun, err = c.beginSwitch(from, to); err != nil {
+			break
+		}
+		if begun {
+			moving = append(moving, c)
 		}
 	}
-	return nil
+	if err == nil && len(moving) > 0 {
+		// A barrier that times out only costs the ordering: the bytes
+		// are right either way. A dead link is to's failure.
+		if berr := g.barrier(to); berr != nil && (to.down.Load() || errors.Is(berr, errGroupEnding)) {
+			err = errOr(errLinkDown, g)
+		}
+	}
+	for _, c := range moving {
+		if ferr := c.finishSwitch(to, err == nil); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	return err
+}
+
+// barrier sends a TEST_LINK on l tagged as a failover's and waits for the
+// peer's answer to it (Linux answers every TEST_LINK with the request's
+// own bytes).
+func (g *linkGroup) barrier(l *link) error {
+	l.barrierMu.Lock()
+	defer l.barrierMu.Unlock()
+	tag := l.barrierTag.Add(1)
+	var f smcwire.TestLinkFields
+	binary.BigEndian.PutUint64(f.UserData[:8], tag)
+	copy(f.UserData[8:], barrierMark)
+	ctx, cancel := context.WithTimeout(context.Background(), max(g.testLinkWait(), llcWait))
+	defer cancel()
+	if err := l.sendLLC(smcwire.AppendTestLink(nil, g.v2, 0, &f), ctx.Done(), g.closing); err != nil {
+		return errOr(err, g)
+	}
+	for {
+		select {
+		case got := <-l.barrierResp:
+			if got >= tag {
+				return nil
+			}
+		case <-l.dead:
+			return l.downErr
+		case <-g.closing:
+			return errGroupEnding
+		case <-ctx.Done():
+			return fmt.Errorf("smcr: the TEST_LINK after a failover on link %d: %w", l.id, errLLCTimeout)
+		}
+	}
+}
+
+// barrierMark is the second half of a barrier TEST_LINK's user data.
+const barrierMark = "failover"
+
+// barrierAnswered takes the answer to a TEST_LINK (on the receive
+// goroutine): a barrier's goes to the barrier, keeping the latest.
+func (l *link) barrierAnswered(m smcwire.TestLink) bool {
+	if len(m) < 20 {
+		return false
+	}
+	d := m.UserData()
+	if string(d[8:]) != barrierMark {
+		return false
+	}
+	tag := binary.BigEndian.Uint64(d[:8])
+	for {
+		select {
+		case l.barrierResp <- tag:
+			return true
+		default:
+			select {
+			case <-l.barrierResp:
+			default:
+			}
+		}
+	}
 }
 
 // follow moves a connection that ends its handshake on a link that went
@@ -97,7 +185,7 @@ func (s *smcConn) follow() {
 		if to == nil {
 			return // the group ends, and the connection with it
 		}
-		if err := s.switchLink(l, to); err == nil || errors.Is(err, errGroupEnding) {
+		if err := s.g.moveConns(l, to, []*smcConn{s}); err == nil || errors.Is(err, errGroupEnding) {
 			return
 		}
 	}
@@ -117,82 +205,78 @@ func (s *smcConn) setLink(l *link) {
 	s.broadcastMoveLocked()
 }
 
-// switchLink moves the connection from from to to (see the top of this
-// file), if it is on from; an error says to failed meanwhile (the
-// connection is then to's to move).
-func (s *smcConn) switchLink(from, to *link) error {
+// beginSwitch moves the connection from from to to, if it is on from, and
+// posts its validation there (see the top of this file); begun says that
+// it did, and the connection waits for finishSwitch. An error says to
+// failed meanwhile.
+func (s *smcConn) beginSwitch(from, to *link) (begun bool, err error) {
 	s.mu.Lock()
 	on := s.lnk == from && s.attached && !s.freed
 	rt := s.rtIdx
 	s.mu.Unlock()
 	if !on {
-		return nil
+		return false, nil
 	}
-	// Two slots on the new link, taken before the lock (a Write may hold
-	// slots while it waits for the lock): the validation and the CDC.
+	// The slot before the lock: a Write may hold slots while it waits for
+	// the lock.
 	v, err := to.slot(s.g.closing)
 	if err != nil {
-		return errOr(err, s.g)
-	}
-	d, err := to.slot(s.g.closing)
-	if err != nil {
-		to.release(v)
-		return errOr(err, s.g)
+		return false, errOr(err, s.g)
 	}
 	peer, known := s.g.rtokenOn(rt, to.idx)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.lnk != from {
-		s.mu.Unlock()
 		to.release(v)
-		to.release(d)
-		return nil
+		return false, nil
 	}
 	s.setLink(to)
 	s.g.st.count(&s.g.st.stats.connsMoved)
 	wake(s.writable)
 	switch {
 	case s.freed || s.err != nil:
-		s.mu.Unlock()
 		to.release(v)
-		to.release(d)
-		return nil
+		return false, nil
 	case !known:
 		// The peer never gave its RMB's rkey on that link: the
 		// connection cannot go on there.
 		s.violationLocked(fmt.Errorf("no rkey of the peer's RMB on link %d", to.id))
-		s.mu.Unlock()
 		to.release(v)
-		to.release(d)
-		return nil
+		return false, nil
 	}
 	s.peerRKey, s.peerVA = peer.rkey, peer.va
-	// The validation first, alone, and its completion awaited: the peer
-	// has handled it (it takes back what it must, validateLocked) before
-	// any WRITE comes again. Meanwhile nothing else is sent.
+	// The validation first, alone: nothing else is sent until
+	// finishSwitch.
 	s.resending = true
-	done := make(chan bool, 1)
-	v.sent = done
 	var w [1]qp.SendWR
 	vf := smcwire.CDCFields{Seq: s.seqFin, Token: s.peerTok, ProdFlags: smcwire.CDCFailoverValidate}
 	to.buildSend(&w[0], v, smcwire.AppendCDC(v.cdc[:0], &vf))
-	err = to.post(v, w[:])
-	s.mu.Unlock()
-	ok := false
-	if err == nil {
-		select {
-		case ok = <-done:
-		case <-to.dead:
-		case <-s.g.closing:
+	if err := to.post(v, w[:]); err != nil {
+		s.resending = false
+		s.broadcastMoveLocked()
+		return false, errOr(errLinkDown, s.g)
+	}
+	return true, nil
+}
+
+// finishSwitch ends a move beginSwitch began: with resend, the bytes past
+// the confirmed point go again on to; without (to failed), the connection
+// is left for to's failover.
+func (s *smcConn) finishSwitch(to *link, resend bool) error {
+	var d *txSlot
+	if resend {
+		var err error
+		if d, err = to.slot(s.g.closing); err != nil {
+			resend = false
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resending = false
 	s.broadcastMoveLocked()
-	if !ok || s.lnk != to || s.freed || s.err != nil {
-		to.release(d)
-		if !ok {
-			return errOr(errLinkDown, s.g)
+	if !resend || s.lnk != to || s.freed || s.err != nil {
+		if d != nil {
+			to.release(d)
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -453,12 +454,23 @@ func (g *linkGroup) receive(l *link, msg []byte) {
 			g.st.count(&g.st.stats.badCDC)
 			return
 		}
+		if l.down.Load() {
+			// The link is down here, and the peer is told: it sends
+			// again on another link what it sent here, with the
+			// cursors (absolute, as every CDC's), so nothing is lost;
+			// applied, this CDC could announce bytes that the peer's
+			// new WRITEs write again.
+			return
+		}
 		c := g.conn(cdc.Token())
 		if c == nil {
 			g.st.count(&g.st.stats.unknownToken)
 			return
 		}
-		c.onCDC(cdc)
+		if stop := c.onCDC(l, cdc); stop != nil && !stop.down.Load() {
+			stop.quiesce()
+			stop.fail(fmt.Errorf("smcr: the peer moved a connection off link %d", stop.id))
+		}
 	case smcwire.KindLLCv1, smcwire.KindLLCv2:
 		llc, err := smcwire.ParseLLC(msg)
 		if err != nil {

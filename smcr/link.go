@@ -83,6 +83,12 @@ type link struct {
 	testing  atomic.Bool   // a TEST_LINK of this link runs
 	testResp chan struct{} // its response came
 
+	// A failover's TEST_LINK (barrier): one at a time, each with a tag
+	// of its own, the latest answer's tag passed on.
+	barrierMu   sync.Mutex
+	barrierTag  atomic.Uint64
+	barrierResp chan uint64
+
 	conns          atomic.Int32  // connections whose sends use the link
 	txMsgs, rxMsgs atomic.Uint64 // CDC and LLC messages sent and received
 }
@@ -156,7 +162,8 @@ type writeEntry struct{ l *link }
 // device's CQs. The group registers its buffers on it (registerLink).
 func newLink(g *linkGroup, d *smcDevice, idx int, id uint8) (*link, error) {
 	l := &link{lgr: g, dev: d, pd: d.dev.AllocPD(), idx: idx, id: id, psn: qp.RandomPSN(), dead: make(chan struct{}),
-		free: make(chan *txSlot, txSlots), llcFree: make(chan *txSlot, llcSlots), testResp: make(chan struct{}, 1)}
+		free: make(chan *txSlot, txSlots), llcFree: make(chan *txSlot, llcSlots), testResp: make(chan struct{}, 1),
+		barrierResp: make(chan uint64, 1)}
 	l.setID(id)
 	l.write.l = l
 	l.lastRx.Store(mono())

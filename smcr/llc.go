@@ -78,7 +78,9 @@ func (g *linkGroup) onLLC(l *link, m smcwire.LLC) {
 	if m.IsResponse() {
 		switch t {
 		case smcwire.LLCTestLink:
-			wake(l.testResp)
+			if !l.barrierAnswered(smcwire.TestLink(m)) {
+				wake(l.testResp)
+			}
 		case smcwire.LLCRequestAddLink:
 			// The server took note; it adds a link (its ADD_LINK comes as
 			// a request) or not.

@@ -65,7 +65,8 @@ type smcConn struct {
 	peerVA    uint64
 	peerRKey  uint32
 	moved     chan struct{}
-	rtIdx     int // the peer's RMB in the group's rtokens
+	rtIdx     int   // the peer's RMB in the group's rtokens
+	rxLink    *link // the link the peer's last CDC came on
 	sent      uint64
 	sndAcked  uint64 // of sent, the bytes whose CDC completed (free again)
 	seqFin    uint16 // the sequence number of the last CDC completed
