@@ -12,15 +12,20 @@ import (
 
 // Failover (Linux's smc_switch_conns and smc_switch_cursor). The
 // connections of a link that went down move to a surviving link, each
-// as its own unit, under its lock (so that no Write posts meanwhile):
+// under its lock (no Write posts while it moves):
 //
 //   - what the peer confirmed stays confirmed: the send buffer is free up
 //     to the last CDC whose SEND completed (sndAcked: its WRITEs landed,
 //     since RC completes in order), or further where the peer's consumer
 //     cursor says it read further;
 //   - a CDC with the failover-validation flag tells the peer, on the new
-//     link, the sequence number of that last completed CDC: a peer that
-//     never saw it is out of sync and aborts the connection;
+//     link, the sequence number of that last completed CDC: the peer
+//     takes back what its later CDCs announced (validateLocked), and
+//     stops the old link on its side (onCDC);
+//   - once every moving connection's validation is posted, a TEST_LINK
+//     on the new link (barrier): its answer comes after the peer handled
+//     them, so that no WRITE of the old link still under way there lands
+//     beside the new ones;
 //   - the bytes past that point are written again from the send buffer
 //     (they all stay there until their CDC completes: a small write sent
 //     inline is copied there too), at the same places of the peer's RMB,
