@@ -42,7 +42,12 @@ func (s *smcConn) postCDCLocked(l *link, sl *txSlot, f *smcwire.CDCFields, write
 	s.cdcFieldsLocked(f)
 	msg := smcwire.AppendCDC(sl.cdc[:0], f)
 	sl.conn, sl.ackTo, sl.seq = s, s.sent, f.Seq
-	return l.send(sl, msg, writes)
+	s.posted++
+	if err := l.send(sl, msg, writes); err != nil {
+		s.posted-- // not posted: no completion comes
+		return err
+	}
+	return nil
 }
 
 // sendCDC sends a CDC carrying only cursors and flags (a consumer update,
@@ -64,19 +69,28 @@ func (s *smcConn) sendCDC(cancel <-chan struct{}) error {
 	return s.postCDCLocked(l, sl, &f, nil)
 }
 
-// cdcDone runs when a CDC's SEND completed (on a handler's goroutine): the
-// WRITEs before it are done, so the send buffer is free up to ackTo, and
-// seq is the last CDC completed.
-func (s *smcConn) cdcDone(ackTo uint64, seq uint16) {
+// cdcDone runs when a CDC's SEND completed (on a handler's goroutine): if
+// ok, the WRITEs before it are done, so the send buffer is free up to
+// ackTo, and seq is the last CDC completed. The last completion of a
+// released connection deregisters its send buffer.
+func (s *smcConn) cdcDone(ackTo uint64, seq uint16, ok bool) {
 	s.mu.Lock()
-	if ackTo > s.sndAcked {
+	if ok && ackTo > s.sndAcked {
 		s.sndAcked = ackTo
 		wake(s.writable)
 	}
-	if int16(seq-s.seqFin) > 0 {
+	if ok && int16(seq-s.seqFin) > 0 {
 		s.seqFin = seq
 	}
+	s.posted--
+	last := s.posted == 0 && s.sndLater
+	if last {
+		s.sndLater = false
+	}
 	s.mu.Unlock()
+	if last {
+		s.g.freeBuffer(s.sndBuf)
+	}
 }
 
 // onCDC applies a CDC from the peer (on the receive goroutine). Everything

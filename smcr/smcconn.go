@@ -59,16 +59,21 @@ type smcConn struct {
 	// The link the connection sends on, with the send buffer's region
 	// there and the peer's RMB as that link reaches it; moved is closed
 	// (and replaced) whenever it changes.
-	lnk       *link
-	sndVA     uint64
-	sndLKey   uint32
-	peerVA    uint64
-	peerRKey  uint32
-	moved     chan struct{}
-	rtIdx     int   // the peer's RMB in the group's rtokens
-	rxLink    *link // the link the peer's last CDC came on
-	sent      uint64
-	sndAcked  uint64 // of sent, the bytes whose CDC completed (free again)
+	lnk      *link
+	sndVA    uint64
+	sndLKey  uint32
+	peerVA   uint64
+	peerRKey uint32
+	moved    chan struct{}
+	rtIdx    int   // the peer's RMB in the group's rtokens
+	rxLink   *link // the link the peer's last CDC came on
+	sent     uint64
+	sndAcked uint64 // of sent, the bytes whose CDC completed (free again)
+	// posted counts the CDCs posted and not completed yet (on any link);
+	// sndLater: release found some, and the last completion deregisters
+	// the send buffer.
+	posted    int
+	sndLater  bool
 	seqFin    uint16 // the sequence number of the last CDC completed
 	peerCons  uint64
 	peerConsC smcwire.Cursor
@@ -247,6 +252,12 @@ func (s *smcConn) release() {
 	}
 	s.freed = true
 	l := s.lnk
+	// The send buffer stays registered while a CDC is posted: a WRITE
+	// before it may still be sent again from there (RC's retransmission
+	// reads the region), and one deregistered under it fails with a
+	// local protection error, which kills the link.
+	now := s.posted == 0
+	s.sndLater = !now
 	s.mu.Unlock()
 	s.rdl.stop()
 	s.wdl.stop()
@@ -256,5 +267,7 @@ func (s *smcConn) release() {
 		l.conns.Add(-1)
 	}
 	g.deleteRKeyLater(s.rmbBuf)
-	g.freeBuffer(s.sndBuf)
+	if now {
+		g.freeBuffer(s.sndBuf)
+	}
 }
