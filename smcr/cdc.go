@@ -42,7 +42,12 @@ func (s *smcConn) postCDCLocked(sl *txSlot, f *smcwire.CDCFields, writes []qp.Se
 	s.cdcFieldsLocked(f)
 	msg := smcwire.AppendCDC(sl.cdc[:0], f)
 	sl.conn = s
-	return s.g.lnk.send(sl, msg, writes)
+	s.posted++
+	if err := s.g.lnk.send(sl, msg, writes); err != nil {
+		s.posted-- // not posted: no completion comes
+		return err
+	}
+	return nil
 }
 
 // sendCDC sends a CDC carrying only cursors and flags (a consumer update,
@@ -59,15 +64,24 @@ func (s *smcConn) sendCDC(flags smcwire.CDCConnFlags, cancel <-chan struct{}) er
 	return s.postCDCLocked(sl, &f, nil)
 }
 
-// cdcDone runs when a CDC's SEND completed (on a handler's goroutine): the
-// WRITEs before it are done, so the send buffer is free up to ackTo.
-func (s *smcConn) cdcDone(ackTo uint64) {
+// cdcDone runs when a CDC's SEND completed (on a handler's goroutine):
+// when ok, the WRITEs before it are done, so the send buffer is free up
+// to ackTo. The last completion after release deregisters the buffer.
+func (s *smcConn) cdcDone(ackTo uint64, ok bool) {
 	s.mu.Lock()
-	if ackTo > s.sndAcked {
+	if ok && ackTo > s.sndAcked {
 		s.sndAcked = ackTo
 		wake(s.writable)
 	}
+	s.posted--
+	last := s.posted == 0 && s.sndLater
+	if last {
+		s.sndLater = false
+	}
 	s.mu.Unlock()
+	if last {
+		_ = s.sndMR.Deregister()
+	}
 }
 
 // onCDC applies a CDC from the peer (on the receive goroutine). Everything

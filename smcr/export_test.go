@@ -76,3 +76,14 @@ func TCPOf(c net.Conn) *net.TCPConn { return c.(*Conn).tcp }
 
 // LinkDown reports whether the link of a connection's group is down.
 func LinkDown(c net.Conn) bool { return c.(*Conn).smc.g.lnk.down.Load() }
+
+// SendBufferState reports whether a connection's release has dealt with
+// its send buffer (deregistered it, or left it to its last CDC's
+// completion), and whether the buffer is registered.
+func SendBufferState(c net.Conn) (released, valid bool) {
+	sc := c.(*Conn).smc
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	valid = sc.sndMR.Valid()
+	return sc.freed && (sc.sndLater || !valid), valid
+}

@@ -247,12 +247,11 @@ func (s *txSlot) Done(wc *cq.WC) {
 	if sent != nil {
 		sent <- wc.Status.OK() // buffered: never blocks the receive goroutine
 	}
+	if c != nil {
+		c.cdcDone(ackTo, wc.Status.OK())
+	}
 	if !wc.Status.OK() {
 		l.fail(fmt.Errorf("smcr: a send on the link completed with %v", wc.Status))
-		return
-	}
-	if c != nil {
-		c.cdcDone(ackTo)
 	}
 }
 

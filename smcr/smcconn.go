@@ -83,10 +83,18 @@ type smcConn struct {
 	urgent          bool  // the peer marked urgent data: confirm it promptly
 	err             error
 	freed           bool
-	closeDone       chan struct{} // closed when the connection ended
-	closeTimer      *time.Timer   // a closed connection's wait for the peer
-	attached        bool          // the peer's RMB is known (attachPeer)
-	early           smcwire.CDC   // the latest CDC that came before attachPeer
+	// posted counts the CDCs posted and not yet completed (successfully
+	// or flushed). While any is, the send buffer stays registered even
+	// after release: a retransmission of the WRITEs before it gathers
+	// from it again, and a deregistered buffer fails it with a local
+	// protection error, which kills the link. sndLater: release found
+	// some, and the last completion deregisters it.
+	posted     int
+	sndLater   bool
+	closeDone  chan struct{} // closed when the connection ended
+	closeTimer *time.Timer   // a closed connection's wait for the peer
+	attached   bool          // the peer's RMB is known (attachPeer)
+	early      smcwire.CDC   // the latest CDC that came before attachPeer
 
 	bytesSent, bytesRecv atomic.Uint64
 }
@@ -192,11 +200,15 @@ func (s *smcConn) release() {
 		return
 	}
 	s.freed = true
+	now := s.posted == 0
+	s.sndLater = !now
 	s.mu.Unlock()
 	s.rdl.stop()
 	s.wdl.stop()
 	g := s.g
 	g.removeConn(s)
 	g.deleteRKeyLater(s.rmbMR)
-	_ = s.sndMR.Deregister()
+	if now {
+		_ = s.sndMR.Deregister()
+	}
 }
