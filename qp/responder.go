@@ -474,12 +474,14 @@ func (q *QP) duplicate(pkt *rocev2.Packet, psn rocev2.PSN) {
 			q.trace("dup atomic psn %#x: no resource", psn)
 		}
 	default:
-		// A SEND/WRITE we already executed: acknowledge again what we have,
-		// where the requester asked for an ACK (every duplicate packet
-		// answered would multiply stale ACKs on a go-back-N retry).
-		if pkt.BTH().AckReq() {
-			q.sendAck(rocev2.SyndromeACKUnlimited, q.resp.epsn.Add(^uint32(0)))
-		}
+		// A SEND/WRITE we already executed: acknowledge again what we have
+		// (C9-105; rxe answers every duplicate), whether or not this packet
+		// asked. A go-back-N retry whose AckReq packets are lost again (a
+		// socket buffer that overflows at the same point of every burst)
+		// would otherwise never learn what arrived, and run out of retries
+		// while the responder holds it all. Owed, not sent: a retry's many
+		// duplicates cost one ACK per receive batch.
+		q.oweACK(q.resp.epsn.Add(^uint32(0)))
 	}
 }
 

@@ -108,3 +108,18 @@ func AddingLink(c net.Conn) bool {
 	defer g.mu.Unlock()
 	return g.remote > 0
 }
+
+// SendBufferState reports whether a connection's release has dealt with
+// its send buffer (deregistered it, or left it to its last CDC's
+// completion), and whether the buffer is registered on its link.
+func SendBufferState(c net.Conn) (released, valid bool) {
+	sc := c.(*Conn).smc
+	sc.mu.Lock()
+	freed, later, l := sc.freed, sc.sndLater, sc.lnk
+	sc.mu.Unlock()
+	sc.g.mu.Lock()
+	mr := sc.sndBuf.mrs[l.idx]
+	valid = mr != nil && mr.Valid()
+	sc.g.mu.Unlock()
+	return freed && (later || !valid), valid
+}

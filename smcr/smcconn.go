@@ -59,21 +59,16 @@ type smcConn struct {
 	// The link the connection sends on, with the send buffer's region
 	// there and the peer's RMB as that link reaches it; moved is closed
 	// (and replaced) whenever it changes.
-	lnk      *link
-	sndVA    uint64
-	sndLKey  uint32
-	peerVA   uint64
-	peerRKey uint32
-	moved    chan struct{}
-	rtIdx    int   // the peer's RMB in the group's rtokens
-	rxLink   *link // the link the peer's last CDC came on
-	sent     uint64
-	sndAcked uint64 // of sent, the bytes whose CDC completed (free again)
-	// posted counts the CDCs posted and not completed yet (on any link);
-	// sndLater: release found some, and the last completion deregisters
-	// the send buffer.
-	posted    int
-	sndLater  bool
+	lnk       *link
+	sndVA     uint64
+	sndLKey   uint32
+	peerVA    uint64
+	peerRKey  uint32
+	moved     chan struct{}
+	rtIdx     int   // the peer's RMB in the group's rtokens
+	rxLink    *link // the link the peer's last CDC came on
+	sent      uint64
+	sndAcked  uint64 // of sent, the bytes whose CDC completed (free again)
 	seqFin    uint16 // the sequence number of the last CDC completed
 	peerCons  uint64
 	peerConsC smcwire.Cursor
@@ -109,10 +104,18 @@ type smcConn struct {
 	urgent          bool  // the peer marked urgent data: confirm it promptly
 	err             error
 	freed           bool
-	closeDone       chan struct{} // closed when the connection ended
-	closeTimer      *time.Timer   // a closed connection's wait for the peer
-	attached        bool          // the peer's RMB is known (attachPeer)
-	early           smcwire.CDC   // the latest CDC that came before attachPeer
+	// posted counts the CDCs posted and not yet completed (successfully
+	// or flushed), on any link. While any is, the send buffer stays registered even
+	// after release: a retransmission of the WRITEs before it gathers
+	// from it again, and a deregistered buffer fails it with a local
+	// protection error, which kills the link. sndLater: release found
+	// some, and the last completion deregisters it.
+	posted     int
+	sndLater   bool
+	closeDone  chan struct{} // closed when the connection ended
+	closeTimer *time.Timer   // a closed connection's wait for the peer
+	attached   bool          // the peer's RMB is known (attachPeer)
+	early      smcwire.CDC   // the latest CDC that came before attachPeer
 
 	bytesSent, bytesRecv atomic.Uint64
 }

@@ -185,7 +185,10 @@ func verifyCapture(t *testing.T, capture []byte) (out, in uint64) {
 func TestPeerGone(t *testing.T) {
 	dir := runDir(t)
 	ba := openShm(t, dir, "127.0.0.1:4791", shm.Config{})
-	cfg := nodeConfig{typ: qp.RC, timeout: 8, retry: 2} // 1 ms ACK timeout, two retries
+	// A 16.8 ms ACK timeout and seven retries: the dead peer is noticed
+	// within about 135 ms, and the exchange before it survives a busy
+	// machine's late goroutines (with 1 ms and two retries it did not).
+	cfg := nodeConfig{typ: qp.RC, timeout: 12, retry: 7}
 	devA := newDevice(t, ba)
 	a := newNodeOn(t, devA, cfg)
 	b := newNode(t, openShm(t, dir, "127.0.0.2:4791", shm.Config{}), cfg)

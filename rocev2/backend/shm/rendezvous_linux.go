@@ -225,10 +225,17 @@ func (b *Backend) admit(h *hello) (*peer, uint16) {
 	return p, statusOK
 }
 
+// admitted ends the answer to a peer's dial. Packets queued meanwhile
+// (startDial) left with the pairing, if one resulted; otherwise, unless a
+// dial of ours is under way, they go to the fallback as after a failed dial.
 func (b *Backend) admitted(p *peer) {
 	p.txMu.Lock()
+	defer p.txMu.Unlock()
 	p.answering = false
-	p.txMu.Unlock()
+	if p.pair == nil && !p.dialing && p.state.Load() == stateConnecting {
+		b.noPairing(p)
+		b.drainToFallback(p)
+	}
 }
 
 // pairWith checks and maps the peer's ring and doorbell (fds, which it

@@ -25,7 +25,7 @@ import (
 //	64      8     producer    tail: bytes published, ever
 //	128     4     producer    waiting: 1 while the producer waits for room
 //	192     8     consumer    head: bytes consumed, ever
-//	256     4     consumer    sleeping: 1 while the consumer sleeps
+//	256     4     consumer    sleeping: 1 while the consumer sleeps (and from format until it first looks)
 //	4096    size  producer    data: records
 //
 // A record is an 8-byte header (payload length, TTL, TOS, two reserved
@@ -102,6 +102,12 @@ func (r *ring) format() {
 	copy(r.mem[offMagic:], ringMagic)
 	binary.LittleEndian.PutUint32(r.mem[offVersion:], ringVersion)
 	binary.LittleEndian.PutUint64(r.mem[offSize:], r.size)
+	// Born with its consumer asleep: the answerer of a rendezvous installs
+	// its side, and publishes what waited for the pairing, before the
+	// dialer has mapped this ring. The dialer's receive goroutine may be
+	// parked by then with no flag of this ring to set, so the first
+	// publish must ring its doorbell.
+	r.word32(offSleeping).Store(1)
 }
 
 // checkFormat reports whether the header says what the hello said: the

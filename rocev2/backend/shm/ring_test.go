@@ -73,6 +73,11 @@ func TestRingWakeFlags(t *testing.T) {
 		require.True(t, ok)
 	}
 	put()
+	assert.True(t, p.publish(), "a new ring's consumer has not looked yet: ring it")
+	put()
+	assert.False(t, p.publish(), "rung once per sleep")
+	c.wake()
+	put()
 	assert.False(t, p.publish(), "the consumer is awake: no doorbell")
 	c.sleep()
 	put()

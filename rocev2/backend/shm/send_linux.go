@@ -130,7 +130,14 @@ func (b *Backend) startDial(dst netip.AddrPort) *peer {
 	switch {
 	case p.state.Load() != stateNone:
 		return p
-	case p.answering || p.dialing || b.now() < p.retryAt.Load():
+	case p.answering:
+		// The peer's dial is being answered: what we send now waits in
+		// the queue for that pairing (admitted drains it to the fallback
+		// should the answer fail), as it would for our own dial; sent to
+		// the fallback instead, it would be lost where there is none.
+		p.state.Store(stateConnecting)
+		return p
+	case p.dialing || b.now() < p.retryAt.Load():
 		return nil
 	}
 	p.state.Store(stateConnecting)
