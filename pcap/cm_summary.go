@@ -2,6 +2,7 @@ package pcap
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/google/gopacket"
@@ -46,7 +47,7 @@ func MADSummary(p gopacket.Packet) string {
 	}
 	cmSummary(&sb, cm.Msg)
 	if hdr != nil {
-		fmt.Fprintf(&sb, " rdma_cm %s > %s", hostPort(hdr.Src, hdr.Port), hdr.Dst)
+		fmt.Fprintf(&sb, " rdma_cm %s > %s", netip.AddrPortFrom(hdr.Src, hdr.Port), hdr.Dst)
 		if hdr.Version != cmwire.CMAVersion {
 			fmt.Fprintf(&sb, " version %d", hdr.Version)
 		}
@@ -59,10 +60,6 @@ func (c *IBCM) msg() any {
 		return nil
 	}
 	return c.Msg
-}
-
-func hostPort(a interface{ String() string }, port uint16) string {
-	return fmt.Sprintf("%s:%d", a, port)
 }
 
 func serviceID(sid uint64) string {

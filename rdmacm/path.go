@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rdmacm/cmwire"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/device"
@@ -95,8 +96,9 @@ func (c *CM) sgidIndex(g cmwire.GID) uint8 {
 	return 1
 }
 
-// randomPSN is rdma_cm's seq_num: a random 24-bit starting PSN.
-func randomPSN() uint32 { return rand.Uint32() & 0xFFFFFF }
+// randomPSN is rdma_cm's seq_num: a random 24-bit starting PSN, as the
+// CM's IDs keep it.
+func randomPSN() uint32 { return uint32(qp.RandomPSN()) }
 
 // validPeer is the part of Linux's validate_net_dev a lone device can
 // check: a peer address that is a unicast address. (Linux also refuses

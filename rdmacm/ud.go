@@ -50,7 +50,7 @@ func (c *CM) NewUDEndpoint(cfg QPConfig) (*UDEndpoint, error) {
 		err = e.qp.Modify(&qp.Attr{State: qp.RTR}, qp.MaskState)
 	}
 	if err == nil {
-		err = e.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: rocev2.PSN(randomPSN())}, qp.MaskState|qp.MaskSQPSN)
+		err = e.qp.Modify(&qp.Attr{State: qp.RTS, SQPSN: qp.RandomPSN()}, qp.MaskState|qp.MaskSQPSN)
 	}
 	if err != nil {
 		e.Close()
@@ -168,7 +168,7 @@ func (d *Dialer) DialUD(ctx context.Context, raddr netip.AddrPort) (*UDPeer, err
 	hdr.Put(pd)
 	copy(pd[cmwire.CMAHeaderLen:], d.PrivateData)
 	c.sendSIDRReq(id, &cmwire.SIDRReq{RequestID: id.localID, PKey: cmwire.GSIPKey,
-		ServiceID: cmwire.ServiceID(ps, dst.Port()), PrivateData: pd}, 1<<max(int(c.cfg.CMResponseTimeout)-8, 0))
+		ServiceID: cmwire.ServiceID(ps, dst.Port()), PrivateData: pd}, convertToMS(c.cfg.CMResponseTimeout))
 	c.unlock()
 
 	select {

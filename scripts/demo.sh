@@ -297,7 +297,10 @@ echo
 echo "== the CM's messages in the server's capture ($cap): MADs to and from QP 1"
 "$dump" -r "$cap" >"$out/rping-server.txt"
 grep ' CM ' "$out/rping-server.txt" | sed 's/^\([^ ]*\) \([^ ]*\) > \([^:]*\):.* CM /   \1 \2 > \3 /' | fold -s -w 150 | sed '2,$s/^\([^ ]\)/       \1/'
-"$dump" -r "$cap" -json | grep -m 1 '"CM REQ"' >"$out/rping-req.json"
+# Into a file first: grep -m 1 stops reading at its match, and under
+# pipefail rocedump's SIGPIPE would fail the demo.
+"$dump" -r "$cap" -json >"$out/rping-server.json"
+grep -m 1 '"CM REQ"' "$out/rping-server.json" >"$out/rping-req.json"
 echo "   (the REQ, every field of the MAD, the CM message and its rdma_cm header, as rocedump -json decodes it: $out/rping-req.json)"
 total=$(wc -l <"$out/rping-server.txt")
 echo "   $total RoCE packets: $(grep -c ' CM ' "$out/rping-server.txt") MADs, the rest the pings' SENDs, READs, WRITEs and ACKs"

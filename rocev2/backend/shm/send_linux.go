@@ -45,7 +45,12 @@ func (b *Backend) Send(pkts []backend.Outgoing) error {
 		}
 		j := i + 1
 		if p := b.route(dst); p != nil {
-			for j < len(pkts) && sameDest(pkts[j].Dst, dst) {
+			// Every packet of the run is checked as the first was: a
+			// short one would break the seal, a long one the peer's ring.
+			for j < len(pkts) {
+				if d, err := b.check(&pkts[j]); err != nil || d != dst {
+					break
+				}
 				j++
 			}
 			i += b.sendTo(p, pkts[i:j])
