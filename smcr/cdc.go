@@ -120,6 +120,7 @@ func (s *smcConn) onCDC(l *link, m smcwire.CDC) (stop *link) {
 			stop = s.rxLink
 		}
 		s.rxLink = l
+		s.rxMovedLocked()
 	}
 	s.onCDCLocked(m)
 	return stop
@@ -135,6 +136,7 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 		// The peer moved the connection to another link: a check, not a
 		// CDC to apply (its data follows in the next).
 		s.validateLocked(seq)
+		s.peerMoving = true
 		return
 	}
 	if s.rxSeen && int16(seq-s.rxSeq) < 0 { // older (an equal one is accepted, as Linux does)
@@ -142,6 +144,10 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 		return
 	}
 	s.rxSeq, s.rxSeen = seq, true
+	if s.peerMoving {
+		s.peerMoving = false
+		s.rxMovedLocked()
+	}
 	if err := s.applyCursorsLocked(m.Prod(), m.Cons()); err != nil {
 		s.g.st.count(&s.g.st.stats.cdcViolation)
 		s.violationLocked(err)
@@ -178,6 +184,13 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 		s.g.askConsumerUpdate(s)
 	}
 	s.closeProgressLocked()
+}
+
+// rxMovedLocked wakes whoever waits for the peer's side of the
+// connection to move (or to finish moving). mu is held.
+func (s *smcConn) rxMovedLocked() {
+	close(s.rxMoved)
+	s.rxMoved = make(chan struct{})
 }
 
 // applyCursorsLocked moves the producer cursor (the peer's writes into our

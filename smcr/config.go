@@ -191,6 +191,10 @@ type testHooks struct {
 	// interfaces that tells whether it went (nil: addrAssigned).
 	deviceDownHold time.Duration
 	addrAssigned   func(netip.Addr) bool
+	// holdFailover runs before a group moves the connections of a failed
+	// link (it may block), testLinkAnswered after the group answered a
+	// peer's TEST_LINK: a test orders the two sides' flows with them.
+	holdFailover, testLinkAnswered func()
 }
 
 // Link group lingers. Linux keeps an unused link group 10 minutes: its

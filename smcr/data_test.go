@@ -90,11 +90,18 @@ func transfer(t *testing.T, a, b io.ReadWriter, n int) error {
 // wait waits for wg, failing after limit (a hang guard).
 func wait(t *testing.T, wg *sync.WaitGroup, limit time.Duration) {
 	t.Helper()
+	waitOr(t, wg, limit, func() {})
+}
+
+// waitOr is wait, with report telling what hung.
+func waitOr(t *testing.T, wg *sync.WaitGroup, limit time.Duration, report func()) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(limit):
+		report()
 		t.Fatal("hang")
 	}
 }

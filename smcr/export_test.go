@@ -1,6 +1,7 @@
 package smcr
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"time"
@@ -16,6 +17,13 @@ func DropConfirmLinks(cfg *Config, n int32) { cfg.hooks.dropConfirmLinks = n }
 // after wait, and add a lost link again every relink.
 func FastLinkChecks(cfg *Config, wait, relink time.Duration) {
 	cfg.hooks.testLinkWait, cfg.hooks.relinkInterval = wait, relink
+}
+
+// OrderFailover has the link groups cfg creates call hold before they
+// move a failed link's connections, and answered after they answered a
+// TEST_LINK.
+func OrderFailover(cfg *Config, hold, answered func()) {
+	cfg.hooks.holdFailover, cfg.hooks.testLinkAnswered = hold, answered
 }
 
 // AddressesGone makes the devices cfg's stacks open take assigned for
@@ -122,4 +130,21 @@ func SendBufferState(c net.Conn) (released, valid bool) {
 	valid = mr != nil && mr.Valid()
 	sc.g.mu.Unlock()
 	return freed && (later || !valid), valid
+}
+
+// DebugState describes an SMC-R connection's cursors and flags (for a
+// test's report of a hang).
+func DebugState(c net.Conn) string {
+	s := c.(*Conn).smc
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := func(l *link) int {
+		if l == nil {
+			return -1
+		}
+		return int(l.id)
+	}
+	return fmt.Sprintf("lnk=%d rx=%d sent=%d sndAcked=%d seqFin=%d peerCons=%d produced=%d consumed=%d handed=%d announced=%d txSeq=%d rxSeq=%d rxHistN=%d rewound=%v resending=%v posted=%d doneW=%v closed=%v peerDoneW=%v peerClosed=%v err=%v freed=%v",
+		id(s.lnk), id(s.rxLink), s.sent, s.sndAcked, s.seqFin, s.peerCons, s.produced, s.consumed, s.handed, s.announced,
+		s.txSeq, s.rxSeq, s.rxHistN, s.rewound, s.resending, s.posted, s.doneWriting, s.closed, s.peerDoneWriting, s.peerClosed, s.err, s.freed)
 }

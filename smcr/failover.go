@@ -43,6 +43,9 @@ import (
 // returns it; nil when no link is left (the group ends). A target that
 // fails while the connections move gives way to the next.
 func (g *linkGroup) switchConns(from *link) *link {
+	if h := g.hooks.holdFailover; h != nil {
+		h()
+	}
 	for {
 		to := g.failoverLink(from)
 		if to == nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,18 +184,26 @@ func TestManyConnectionsMoveAtOnce(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make(chan error, conns)
 			started := make(chan struct{}, conns)
+			var finished [conns]atomic.Bool
 			for k := range cs {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					errs <- echoStream(cs[k], ss[k], 1<<20, k, started)
+					finished[k].Store(true)
 				}()
 			}
 			for range conns {
 				<-started // every stream has data on the wire
 			}
 			lp.paths.remove(true, lp.path(0)...)
-			wait(t, &wg, 120*time.Second)
+			waitOr(t, &wg, 120*time.Second, func() {
+				for k := range cs {
+					if !finished[k].Load() {
+						t.Logf("stream %d unfinished:\n c: %s\n s: %s", k, smcr.DebugState(cs[k]), smcr.DebugState(ss[k]))
+					}
+				}
+			})
 			close(errs)
 			for err := range errs {
 				require.NoError(t, err)
@@ -325,4 +334,54 @@ func TestSMCRv1AddLinkCont(t *testing.T) {
 		_, ls := linksOf(t, cs[k])
 		require.Equal(t, cliDevs[1], ls[0].LocalGID, "connection %d moved to the link added again", k)
 	}
+}
+
+// The peer's close CDC is lost on a path cut after it was posted, and its
+// TCP FIN arrives first. The TCP watch's TEST_LINK must not take the
+// answer as proof that no close is coming while the peer still has to
+// send it again on the surviving link: here the client's failover waits
+// until it has answered a TEST_LINK of the server's, which the server's
+// check sends on the surviving link; the server's Read must then see the
+// end of the stream, not a reset.
+func TestCloseOvertakenByFINDuringFailover(t *testing.T) {
+	noLeaks(t)
+	lp := newLinkPair(t, true, func(c *smcr.Config) { c.TestLinkInterval = -1 })
+	var armed atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	smcr.OrderFailover(&lp.d.Config, func() { <-release }, func() {
+		if armed.Load() {
+			open()
+		}
+	})
+	c, s := lp.dialTwoLinks(t)
+	// One byte each way: each side's peer sends on the connection's link.
+	var b [1]byte
+	_, err := c.Write([]byte{1})
+	require.NoError(t, err)
+	_, err = io.ReadFull(s, b[:])
+	require.NoError(t, err)
+	_, err = s.Write([]byte{2})
+	require.NoError(t, err)
+	_, err = io.ReadFull(c, b[:])
+	require.NoError(t, err)
+
+	i := lp.connLink(t, c)
+	armed.Store(true)
+	lp.paths.cut(true, lp.path(i)...)
+	require.NoError(t, c.(*smcr.Conn).CloseWrite()) // its CDC is lost; the FIN is not
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Read(b[:])
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, io.EOF, "the server's Read ends with the client's close, as after any CloseWrite")
+	case <-time.After(60 * time.Second):
+		t.Fatalf("hang: the client's close never arrived:\n c: %s\n s: %s", smcr.DebugState(c), smcr.DebugState(s))
+	}
+	require.Equal(t, 1-i, lp.connLink(t, s), "the connection moved to the surviving link")
 }

@@ -428,6 +428,9 @@ func (g *linkGroup) answer(l *link, m []byte) {
 	switch t.Base() {
 	case smcwire.LLCTestLink:
 		_ = l.sendLLC(resp, cancel, nil)
+		if h := g.hooks.testLinkAnswered; h != nil {
+			h()
+		}
 	case smcwire.LLCConfirmRKey:
 		_ = l.sendLLC(g.confirmRKeyAnswer(l, resp), cancel, nil)
 	case smcwire.LLCConfirmRKeyCont:

@@ -59,23 +59,29 @@ type smcConn struct {
 	// The link the connection sends on, with the send buffer's region
 	// there and the peer's RMB as that link reaches it; moved is closed
 	// (and replaced) whenever it changes.
-	lnk       *link
-	sndVA     uint64
-	sndLKey   uint32
-	peerVA    uint64
-	peerRKey  uint32
-	moved     chan struct{}
-	rtIdx     int   // the peer's RMB in the group's rtokens
-	rxLink    *link // the link the peer's last CDC came on
-	sent      uint64
-	sndAcked  uint64 // of sent, the bytes whose CDC completed (free again)
-	seqFin    uint16 // the sequence number of the last CDC completed
-	peerCons  uint64
-	peerConsC smcwire.Cursor
-	produced  uint64
-	prodC     smcwire.Cursor
-	consumed  uint64
-	handed    uint64 // past consumed: in a WriteTo's hands, read as far as Close is concerned
+	lnk      *link
+	sndVA    uint64
+	sndLKey  uint32
+	peerVA   uint64
+	peerRKey uint32
+	moved    chan struct{}
+	rtIdx    int   // the peer's RMB in the group's rtokens
+	rxLink   *link // the link the peer's last CDC came on
+	// peerMoving: the peer's failover validation came, and the CDC that
+	// follows it (the bytes again, the cursors, the close flags) not yet.
+	// rxMoved is closed (and replaced) when that CDC comes or rxLink
+	// changes (tcpwatch.go waits for it).
+	peerMoving bool
+	rxMoved    chan struct{}
+	sent       uint64
+	sndAcked   uint64 // of sent, the bytes whose CDC completed (free again)
+	seqFin     uint16 // the sequence number of the last CDC completed
+	peerCons   uint64
+	peerConsC  smcwire.Cursor
+	produced   uint64
+	prodC      smcwire.Cursor
+	consumed   uint64
+	handed     uint64 // past consumed: in a WriteTo's hands, read as far as Close is concerned
 	// abortOnClose: SetLinger(0), Close aborts.
 	abortOnClose bool
 	announced    uint64
@@ -146,7 +152,7 @@ var (
 func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 	s := &smcConn{
 		g: g, readable: make(chan struct{}, 1), writable: make(chan struct{}, 1),
-		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}), moved: make(chan struct{}),
+		rdl: newDeadline(), wdl: newDeadline(), closeDone: make(chan struct{}), moved: make(chan struct{}), rxMoved: make(chan struct{}),
 		rmb: make([]byte, cfg.RecvBufSize), snd: make([]byte, cfg.SendBufSize), rtIdx: -1,
 		busyPoll: cfg.BusyPoll,
 	}

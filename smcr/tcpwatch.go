@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 )
 
 // An SMC-R connection keeps its TCP connection for its whole life, as
@@ -110,9 +111,15 @@ func (g *linkGroup) checkPeer(s *smcConn) {
 }
 
 // checker runs the TEST_LINK flows of checkPeer: one on each link the
-// connections asking send on (the peer's close CDC comes on the link its
-// side sends on, which is the same). A link that does not answer goes
-// down, and its connections are checked again once they moved.
+// peers of the connections asking send on (the link their last CDC came
+// on: the peer's close CDC, posted before its FIN, comes there). The
+// answer settles it only while that link is up and the peer is not
+// moving the connection: with two links the peer may have posted its
+// close on a link that has failed since, and it sends it again on
+// another after a failover validation, which can come after the answer.
+// Such a connection is checked again once the peer's side has moved (or
+// after another TEST_LINK's time, which finds a dead peer: its links fail,
+// and the group ends). A link that does not answer goes down.
 func (g *linkGroup) checker() {
 	for {
 		g.mu.Lock()
@@ -126,7 +133,11 @@ func (g *linkGroup) checker() {
 		g.mu.Unlock()
 		tested := map[*link]error{}
 		for _, s := range batch {
-			l := s.link()
+			l, settled, moved := s.peerLink()
+			if !settled {
+				g.recheck(s, moved)
+				continue
+			}
 			err, done := tested[l]
 			if !done {
 				err = g.testLinkFlow(l)
@@ -139,29 +150,52 @@ func (g *linkGroup) checker() {
 			case errors.Is(err, errGroupEnding):
 				return // the group ends, and its connections with it
 			case err != nil:
-				g.recheck(s, l)
+				g.recheck(s, moved)
 			default:
+				if now, still, moved := s.peerLink(); now != l || !still {
+					g.recheck(s, moved) // the peer began to move it meanwhile
+					continue
+				}
 				s.peerGone(errPeerTCPEnded, true)
 			}
 		}
 	}
 }
 
-// recheck checks s again once it moved off l, which failed its TEST_LINK.
-func (g *linkGroup) recheck(s *smcConn, l *link) {
+// peerLink returns the link the peer of s sends on (where its last CDC
+// came, or s's own before any came), whether a TEST_LINK answer there
+// would settle whether its close is still to come (the link is up, and
+// the peer is not moving the connection), and the channel closed when
+// that changes.
+func (s *smcConn) peerLink() (l *link, settled bool, moved <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l = s.rxLink
+	if l == nil {
+		l = s.lnk
+	}
+	return l, !s.peerMoving && !l.down.Load(), s.rxMoved
+}
+
+// recheck checks s again once its peer's side moved (moved closes), or
+// after a TEST_LINK's time.
+func (g *linkGroup) recheck(s *smcConn, moved <-chan struct{}) {
 	g.spawn(func() {
-		s.mu.Lock()
-		moved, on := s.moved, s.lnk == l
-		s.mu.Unlock()
-		if on {
-			select {
-			case <-moved:
-			case <-s.closeDone:
-				return
-			case <-g.closing:
-				return
-			}
+		t := time.NewTimer(g.testLinkWait())
+		defer t.Stop()
+		select {
+		case <-moved:
+		case <-t.C:
+		case <-s.closeDone:
+			return
+		case <-g.closing:
+			return
 		}
-		g.checkPeer(s)
+		s.mu.Lock()
+		done := s.peerClosed || s.peerAborted || s.peerDoneWriting || s.freed
+		s.mu.Unlock()
+		if !done {
+			g.checkPeer(s)
+		}
 	})
 }
