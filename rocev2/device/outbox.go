@@ -212,6 +212,30 @@ func (d *Device) Push() { d.out.push(false) }
 // more packets to read sends the answers to the ones it has handled.
 func (d *Device) Flush() { d.out.push(true) }
 
+// Drain sends whatever waits, runs or not, and returns once it has left:
+// every packet built before the call has been handed to Backend.Send, by
+// this goroutine or by the sender that was in Backend.Send meanwhile. A
+// UD or UC send completes once its packet is built, before it leaves; a
+// program that reads the device's counters after its last completion
+// (the pingpong tools' -stats) drains first, or sees the last packets
+// missing from sent_pkts.
+func (d *Device) Drain() {
+	o := d.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for {
+		switch {
+		case o.sending:
+			o.room.Wait() // the sender gives its batch back, then we look again
+		case len(o.cur.dgs) > 0:
+			o.force = true
+			o.sendLocked()
+		default:
+			return
+		}
+	}
+}
+
 // onBackstop runs on the timer goroutine HoldLimit after something began
 // to wait: owed ACKs are built and whatever waits goes now, runs or holds
 // notwithstanding.

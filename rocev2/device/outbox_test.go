@@ -424,3 +424,40 @@ func TestDeferredACKsCoverSeveralBatches(t *testing.T) {
 	require.NoError(t, d.Close())
 	require.Equal(t, []string{"ack:z"}, be.sent()[2], "Close sends what is owed")
 }
+
+// Drain returns only once every packet built before it has been handed
+// to the backend: also those left for a sender that is still in
+// Backend.Send (where Flush returns at once).
+func TestDrainWaitsForTheSender(t *testing.T) {
+	be := &blockingSender{pollOnly: newPollOnly(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	d, err := New(Config{Backend: be, HoldLimit: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	go post(d, "first") // becomes the sender and blocks in Send
+	<-be.entered
+	post(d, "second") // waits for that sender
+	d.Flush()
+	require.Empty(t, be.sent(), "Flush does not wait for the sender in Send")
+	drained := make(chan struct{})
+	go func() { d.Drain(); close(drained) }()
+	close(be.release)
+	<-drained
+	require.Equal(t, [][]string{{"first"}, {"second"}}, be.sent(), "both left before Drain returned")
+	require.EqualValues(t, 2, d.Counters.SentPkts.Load(), "and sent_pkts counts them")
+}
+
+// blockingSender's first Send waits until release is closed.
+type blockingSender struct {
+	*pollOnly
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSender) Send(pkts []backend.Outgoing) error {
+	select {
+	case b.entered <- struct{}{}:
+		<-b.release
+	default:
+	}
+	return b.pollOnly.Send(pkts)
+}
