@@ -51,22 +51,53 @@ func (s *smcConn) postCDCLocked(l *link, sl *txSlot, f *smcwire.CDCFields, write
 }
 
 // sendCDC sends a CDC carrying only cursors and flags (a consumer update,
-// a close), waiting for a send slot until cancel. On a link that went
-// down it gives up: the failover's CDC carries the same.
+// a close), waiting for a send slot until cancel. While the connection
+// moves it sends nothing: the failover's CDC carries the same. On a link
+// that is down and not left yet it waits for the move and sends on the
+// new link (a close must not fail, nor its FIN leave first, because one
+// path went).
 func (s *smcConn) sendCDC(cancel <-chan struct{}) error {
-	l := s.link()
-	sl, err := l.slot(cancel)
-	if err != nil {
-		return err
+	for {
+		s.mu.Lock()
+		l, moved, moving := s.lnk, s.moved, s.resending
+		s.mu.Unlock()
+		if moving {
+			return nil
+		}
+		sl, err := l.slot(cancel)
+		if err == errCanceled {
+			return err
+		}
+		if err == nil {
+			s.mu.Lock()
+			switch {
+			case s.lnk != l || s.resending:
+				s.mu.Unlock()
+				l.release(sl)
+				return nil // moved or moving: the failover's CDC says it
+			case !l.down.Load():
+				var f smcwire.CDCFields
+				err := s.postCDCLocked(l, sl, &f, nil)
+				s.mu.Unlock()
+				if err == nil {
+					return nil
+				}
+				// The post failed and took the link down.
+			default:
+				s.mu.Unlock()
+				l.release(sl)
+			}
+		}
+		select { // l is down: wait until the connection left it
+		case <-moved:
+		case <-s.closeDone:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.err
+		case <-cancel:
+			return errCanceled
+		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lnk != l || s.resending {
-		l.release(sl)
-		return nil // moving: the failover's CDC says it
-	}
-	var f smcwire.CDCFields
-	return s.postCDCLocked(l, sl, &f, nil)
 }
 
 // cdcDone runs when a CDC's SEND completed (on a handler's goroutine): if

@@ -385,3 +385,40 @@ func TestCloseOvertakenByFINDuringFailover(t *testing.T) {
 	}
 	require.Equal(t, 1-i, lp.connLink(t, s), "the connection moved to the surviving link")
 }
+
+// A CloseWrite on a link that went down before its connections moved
+// waits for the move and sends its CDC on the surviving link: it neither
+// fails (the path's error is not the connection's) nor lets the FIN go
+// first. The client's failover is held until the CloseWrite has had its
+// chance to fail.
+func TestCloseWriteWaitsForTheMove(t *testing.T) {
+	noLeaks(t)
+	lp := newLinkPair(t, false, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, rel sync.Once
+	open := func() { rel.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	smcr.OrderFailover(&lp.d.Config, func() {
+		once.Do(func() { close(entered) })
+		<-release
+	}, nil)
+	c, s := lp.dialTwoLinks(t)
+	i := lp.connLink(t, c)
+	lp.paths.remove(true, lp.cli[i])
+	_, err := c.Write([]byte("x")) // its send fails: the link goes down
+	require.NoError(t, err)
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- c.(*smcr.Conn).CloseWrite() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("CloseWrite returned (%v) while its link was down and the connection not moved", err)
+	case <-time.After(200 * time.Millisecond): // long enough to see it fail; it waits
+	}
+	open()
+	require.NoError(t, <-closed)
+	got, err := io.ReadAll(s)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got), "the byte, then the end of the stream")
+	require.Equal(t, 1-i, lp.connLink(t, c))
+}
