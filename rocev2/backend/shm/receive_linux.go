@@ -91,10 +91,11 @@ func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 	if limit == 0 {
 		return 0, nil
 	}
+	var bells bellList // rung after rxMu: no system call under it
 	b.rxMu.Lock()
 	for _, pr := range b.slots {
 		if pr != nil && pr.peer.backlogged.Load() {
-			b.flushFor(pr)
+			b.flushFor(pr, &bells)
 		}
 	}
 	n := 0
@@ -103,11 +104,12 @@ func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 		b.rx.next = (start + 1) % ns
 		for k := 0; k < ns && n < limit; k++ {
 			if pr := b.slots[(start+k)%ns]; pr != nil && !pr.broken {
-				n = b.take(pr, pkts, n, limit)
+				n = b.take(pr, pkts, n, limit, &bells)
 			}
 		}
 	}
 	b.rxMu.Unlock()
+	bells.ring(b)
 	if n < limit && b.fb.ready.Load() {
 		m, err := b.fbPoll.TryReceive(pkts[n:limit])
 		if err != nil {
@@ -132,8 +134,8 @@ func (b *Backend) TryReceive(pkts []backend.Incoming) (int, error) {
 }
 
 // take copies what pr's ring holds into pkts[n:limit] and returns the new
-// n. rxMu is held.
-func (b *Backend) take(pr *pairing, pkts []backend.Incoming, n, limit int) int {
+// n; a producer to wake goes on bells. rxMu is held.
+func (b *Backend) take(pr *pairing, pkts []backend.Incoming, n, limit int, bells *bellList) int {
 	more, err := pr.in.poll()
 	if err != nil {
 		b.corruptIn(pr)
@@ -170,19 +172,45 @@ func (b *Backend) take(pr *pairing, pkts []backend.Incoming, n, limit int) int {
 		b.stats.badICRC.Add(uint64(bad))
 	}
 	if !pr.broken && pr.in.release() {
-		b.ring(pr) // its producer waits for the room we made
+		bells.add(b, pr) // its producer waits for the room we made
 	}
 	return n
 }
 
 // flushFor sends what waits in pr's peer's queue into the room its
-// consumer made. rxMu is held.
-func (b *Backend) flushFor(pr *pairing) {
+// consumer made; a consumer to wake goes on bells. rxMu is held.
+func (b *Backend) flushFor(pr *pairing, bells *bellList) {
 	p := pr.peer
 	p.txMu.Lock()
 	wake := p.pair == pr && p.q.n > 0 && b.flush(p, pr)
 	p.txMu.Unlock()
 	if wake {
+		bells.add(b, pr)
+	}
+}
+
+// bellList is the doorbells one TryReceive owes, rung once rxMu is
+// released (a doorbell is a system call, and rxMu is what every receiver
+// waits for). A pairing torn down meanwhile has no doorbell left to ring.
+type bellList struct {
+	p [4]*pairing
+	n int
+}
+
+// add owes pr's doorbell; past the list's room it rings at once (rare:
+// that many producers waiting for room in one call).
+func (l *bellList) add(b *Backend, pr *pairing) {
+	if l.n == len(l.p) {
+		b.ring(pr)
+		return
+	}
+	l.p[l.n] = pr
+	l.n++
+}
+
+// ring rings what is owed.
+func (l *bellList) ring(b *Backend) {
+	for _, pr := range l.p[:l.n] {
 		b.ring(pr)
 	}
 }
