@@ -446,8 +446,9 @@ func (g *linkGroup) activeLinksLocked() int {
 // receive is a message the link received, on the receive goroutine: a CDC
 // goes to its connection, an LLC message to its flow or the worker.
 func (g *linkGroup) receive(l *link, msg []byte) {
-	stats.countLinkMsg(isCDC(msg), false)
-	switch smcwire.Classify(msg) {
+	kind := smcwire.Classify(msg)
+	stats.countLinkMsg(kind == smcwire.KindCDC, false)
+	switch kind {
 	case smcwire.KindCDC:
 		cdc, err := smcwire.ParseCDC(msg)
 		if err != nil {

@@ -104,7 +104,8 @@ type Device struct {
 	rxPkt   rocev2.Packet
 	hooks   rxHooks // see OnReceiveBatch
 
-	busyPolling atomic.Bool // a goroutine is in BusyPoll, and owns busy
+	busyPolling atomic.Bool        // a goroutine is in BusyPoll, and owns busy
+	busyPoller  backend.BusyPoller // the backend, if it can be busy polled
 	busy        busyState
 
 	pubMu     sync.Mutex // guards pub and pubClosed
@@ -131,6 +132,7 @@ func New(cfg Config) (*Device, error) {
 	if d.name == "" {
 		d.name = "goroce0"
 	}
+	d.busyPoller, _ = cfg.Backend.(backend.BusyPoller) // asserted once, not per blocking Read
 	d.mac = randomMAC()
 	if mac, ok := backend.HardwareAddrOf(cfg.Backend); ok {
 		d.mac = mac // a real interface's: GID 0 is its IPv6 link-local address

@@ -322,8 +322,8 @@ func (d *Device) checkICRC(dg *backend.Incoming) (id uint16, ok bool) {
 // after one, the next calls return at once, more of them after each look
 // in vain in a row (1, 3, 7, … up to busyMaxSkip), until a look pays again.
 func (d *Device) BusyPoll(budget time.Duration, ready func() bool) bool {
-	bp, ok := d.backend.(backend.BusyPoller)
-	if !ok || budget <= 0 || !d.busyPolling.CompareAndSwap(false, true) {
+	bp := d.busyPoller
+	if bp == nil || budget <= 0 || !d.busyPolling.CompareAndSwap(false, true) {
 		return ready()
 	}
 	defer d.busyPolling.Store(false)

@@ -52,7 +52,8 @@ func (t *Timers) now() int64 { return max(int64(time.Since(t.base)), 1) }
 
 // Reset arms tm to fire after d (replacing any earlier deadline).
 func (t *Timers) Reset(tm *Timer, d time.Duration) {
-	when := t.now() + int64(max(d, 0))
+	now := t.now()
+	when := now + int64(max(d, 0))
 	t.mu.Lock()
 	tm.deadline = when
 	switch {
@@ -70,7 +71,9 @@ func (t *Timers) Reset(tm *Timer, d time.Duration) {
 		// it to do so: a post that arms its QP's first timer (or
 		// the backstop) then costs no goroutine hand-off.
 		t.wakeAt = t.q[0].queuedAt
-		t.wake.Reset(time.Duration(t.wakeAt - t.now()))
+		// now is from before the lock: one clock read per Reset, and a
+		// wake-up late by the lock's wait at most.
+		t.wake.Reset(time.Duration(t.wakeAt - now))
 	}
 	t.mu.Unlock()
 }
@@ -133,7 +136,9 @@ func (t *Timers) run() {
 		t.wakeAt = 0
 		if len(t.q) > 0 {
 			t.wakeAt = t.q[0].queuedAt
-			t.wake.Reset(time.Duration(t.wakeAt - now))
+			// now is from before the lock: one clock read per Reset, and a
+		// wake-up late by the lock's wait at most.
+		t.wake.Reset(time.Duration(t.wakeAt - now))
 		}
 		t.mu.Unlock()
 		for _, tm := range due {
