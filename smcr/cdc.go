@@ -53,9 +53,9 @@ func (s *smcConn) postCDCLocked(l *link, sl *txSlot, f *smcwire.CDCFields, write
 // sendCDC sends a CDC carrying only cursors and flags (a consumer update,
 // a close), waiting for a send slot until cancel. While the connection
 // moves it sends nothing: the failover's CDC carries the same. On a link
-// that is down and not left yet it waits for the move and sends on the
-// new link (a close must not fail, nor its FIN leave first, because one
-// path went).
+// that is down and not left yet it waits for the move (until cancel) and
+// sends on the new link: a close must not fail because one path went,
+// and its FIN should not leave before its CDC.
 func (s *smcConn) sendCDC(cancel <-chan struct{}) error {
 	for {
 		s.mu.Lock()
@@ -95,7 +95,10 @@ func (s *smcConn) sendCDC(cancel <-chan struct{}) error {
 			defer s.mu.Unlock()
 			return s.err
 		case <-cancel:
-			return errCanceled
+			// The move is slow (many connections move at once): its CDC
+			// carries the flags and cursors, and the peer waits for it
+			// (tcpwatch.go) if the FIN comes first.
+			return nil
 		}
 	}
 }

@@ -2,6 +2,7 @@ package smcr
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -125,7 +126,10 @@ func (s *smcConn) close() error {
 func (s *smcConn) sendFlagCDC() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeSlotWait)
 	defer cancel()
-	return s.sendCDC(ctx.Done())
+	if err := s.sendCDC(ctx.Done()); err != errCanceled {
+		return err
+	}
+	return fmt.Errorf("smcr: no send slot for the close's CDC within %v: the link is congested or its peer stopped answering (the connection ends when TEST_LINK finds it dead)", closeSlotWait)
 }
 
 // closeProgressLocked ends a closed connection once the peer has closed
