@@ -135,8 +135,9 @@ func (g *linkGroup) checker() {
 		for _, s := range batch {
 			l, settled, moved := s.peerLink()
 			if !settled {
-				g.recheck(s, moved)
-				continue
+				// Nothing to settle yet; a TEST_LINK on our own link
+				// still finds a dead peer.
+				l = s.link()
 			}
 			err, done := tested[l]
 			if !done {
@@ -149,7 +150,7 @@ func (g *linkGroup) checker() {
 			switch {
 			case errors.Is(err, errGroupEnding):
 				return // the group ends, and its connections with it
-			case err != nil:
+			case err != nil || !settled:
 				g.recheck(s, moved)
 			default:
 				if now, still, moved := s.peerLink(); now != l || !still {
