@@ -137,8 +137,8 @@ func (t *Timers) run() {
 		if len(t.q) > 0 {
 			t.wakeAt = t.q[0].queuedAt
 			// now is from before the lock: one clock read per Reset, and a
-		// wake-up late by the lock's wait at most.
-		t.wake.Reset(time.Duration(t.wakeAt - now))
+			// wake-up late by the lock's wait at most.
+			t.wake.Reset(time.Duration(t.wakeAt - now))
 		}
 		t.mu.Unlock()
 		for _, tm := range due {
