@@ -136,8 +136,6 @@ func (t *Timers) run() {
 		t.wakeAt = 0
 		if len(t.q) > 0 {
 			t.wakeAt = t.q[0].queuedAt
-			// now is from before the lock: one clock read per Reset, and a
-			// wake-up late by the lock's wait at most.
 			t.wake.Reset(time.Duration(t.wakeAt - now))
 		}
 		t.mu.Unlock()
