@@ -211,16 +211,17 @@ func (d *smcDevice) wentDown(err error) {
 }
 
 // sendFailed looks at a failed send of the device's backend: a closed
-// backend, or an address that is on no interface any more (the kernel says
-// EINVAL or EADDRNOTAVAIL for a socket bound to an address deleted), takes
-// the device down. Any other error is the loss RC recovers from.
+// backend, or an address that is on no interface any more (for a socket
+// bound to an address deleted the kernel says EINVAL, EADDRNOTAVAIL, or,
+// as Linux 6.18 does, ENETUNREACH: no device has that source), takes the
+// device down. Any other error is the loss RC recovers from.
 func (d *smcDevice) sendFailed(err error) {
 	if errors.Is(err, backend.ErrBackendClosed) {
 		d.wentDown(err)
 		return
 	}
 	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.EADDRNOTAVAIL) &&
-		!errors.Is(err, syscall.ENODEV) && !errors.Is(err, syscall.ENETDOWN) {
+		!errors.Is(err, syscall.ENODEV) && !errors.Is(err, syscall.ENETDOWN) && !errors.Is(err, syscall.ENETUNREACH) {
 		return
 	}
 	// The interfaces are read at most every 50 ms: a dead address fails

@@ -131,3 +131,11 @@ func TestConfigLinger(t *testing.T) {
 		assert.Equal(t, tc.want, config(&o).LinkGroupLinger, tc.linger)
 	}
 }
+
+// -testlink reaches smcr as given (0 leaves smcr's default, Linux's 30 s).
+func TestConfigTestLink(t *testing.T) {
+	for _, d := range []time.Duration{0, 2 * time.Second} {
+		o := options{testLink: d}
+		assert.Equal(t, d, config(&o).TestLinkInterval)
+	}
+}

@@ -28,6 +28,7 @@ type options struct {
 	end       string        // --end: shut, close or abort
 	peerAbort bool          // --peer-abort: the peer's abort is the expected end
 	linger    time.Duration // --linger: link group linger; wait for it at exit
+	testLink  time.Duration // -testlink: TEST_LINK an idle link after this (0: Linux's 30 s)
 	capture   string        // -capture FILE: pcapng of the goroce device
 	timeout   time.Duration // -w: connect timeout
 	bufSize   int           // -buffer: RMB and send buffer size
@@ -98,6 +99,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.end, "end", endShut, "how a connection ends (a client at stdin's EOF, an echo server at the peer's EOF): `shut` (shut down writing, read to the peer's EOF), close, or abort (close with data unread)")
 	fs.BoolVar(&o.peerAbort, "peer-abort", false, "the peer is expected to abort: its reset ends the connection successfully")
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "link groups without connections end after this `duration` (DELETE_LINK), and smcat waits for that before it exits; 0: Linux's 10 minutes, and no wait (the link groups vanish with smcat)")
+	fs.DurationVar(&o.testLink, "testlink", 0, "a link idle this `duration` is checked with TEST_LINK (default Linux's 30 s): a device whose address went away finds out at its next send")
 	fs.StringVar(&o.capture, "capture", "", "write the goroce device's RoCE packets (LLC, CDC, RDMA WRITEs) to this pcapng `file`")
 	fs.DurationVar(&o.timeout, "w", 0, "connect `timeout` (default: the system's)")
 	fs.IntVar(&o.bufSize, "buffer", 0, "RMB and send buffer `bytes` per connection, 16 KiB to 1 MiB (default 64 KiB)")
@@ -163,7 +165,7 @@ func parseArgs(args []string) (options, error) {
 		return o, usagef("-P and -pattern go with dialing")
 	case o.parallel > 1 && o.pattern == 0:
 		return o, usagef("-P %d needs -pattern: stdin cannot feed %d connections", o.parallel, o.parallel)
-	case o.linger < 0 || o.timeout < 0:
+	case o.linger < 0 || o.timeout < 0 || o.testLink < 0:
 		return o, usagef("durations must not be negative")
 	case o.backend != backendflag.UDP && o.backend != backendflag.AFPacket && o.backend != backendflag.Shm && o.backend != backendflag.Auto:
 		return o, usagef("-backend %q: want udp, afpacket, shm or auto", o.backend)

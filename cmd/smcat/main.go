@@ -135,6 +135,7 @@ func config(o *options) smcr.Config {
 	f := smcflag.Flags{SpeaksSMC: o.speaksSMC, UEIDs: o.ueids, Linger: o.linger, BufSize: o.bufSize}
 	cfg := f.Config()
 	cfg.Devices = o.devs
+	cfg.TestLinkInterval = o.testLink
 	if o.backend != "" && o.backend != backendflag.UDP {
 		spec := backendflag.Spec{Kind: o.backend, Iface: o.iface}
 		cfg.Backend = func(ap netip.AddrPort) (backend.Backend, error) {

@@ -223,7 +223,7 @@ func (cc *captureCheck) addJSON(out string) error {
 func (cc *captureCheck) addText(out string) {
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, " smc ") {
-			cc.smc.add(l)
+			cc.smc.add(l, cc.role)
 		}
 		m := textLineRE.FindStringSubmatch(l)
 		if m == nil {

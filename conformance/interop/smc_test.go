@@ -60,6 +60,7 @@ func TestSMCCases(t *testing.T) {
 		return c.smc.testlink > 0 && c.smc.idle > time.Duration(c.smc.testlink)*time.Second
 	})
 	has("5% loss, 16 MiB", func(c testCase) bool { return c.loss == 5 && sizeList(c.smc.sizes) == "16m" })
+	has("failover, 16 MiB", func(c testCase) bool { return c.smc.failover && sizeList(c.smc.sizes) == "16m" })
 	assert.True(t, smc[0].smc.hostTCP, "the fallback proof comes first")
 	assert.Equal(t, "kernel srv ← host TCP cli", smc[0].direction())
 }
@@ -225,7 +226,7 @@ func TestDriveClientEcho(t *testing.T) {
 	start := func(cmd *exec.Cmd) (*proc, error) { return newProcs().start("cat", cmd) }
 	ctx := context.Background()
 	for _, waitEcho := range []bool{false, true} {
-		r := driveClient(ctx, start, exec.Command(cat), 3, []int{1, 1 << 10, 1 << 20}, 0, waitEcho, time.Now().Add(20*time.Second))
+		r := driveClient(ctx, start, exec.Command(cat), 3, []int{1, 1 << 10, 1 << 20}, 0, waitEcho, nil, time.Now().Add(20*time.Second))
 		assert.Equal(t, 0, r.rc)
 		assert.Empty(t, r.mismatch)
 		assert.Equal(t, int64(1+1<<10+1<<20), r.sent)
@@ -234,11 +235,11 @@ func TestDriveClientEcho(t *testing.T) {
 
 	// A program that changes a byte: the offset is named.
 	flip := exec.Command("sh", "-c", `head -c 10 && printf 'X' && head -c 1 >/dev/null && cat`)
-	r := driveClient(ctx, start, flip, 0, []int{100}, 0, false, time.Now().Add(20*time.Second))
+	r := driveClient(ctx, start, flip, 0, []int{100}, 0, false, nil, time.Now().Add(20*time.Second))
 	assert.Contains(t, r.mismatch, "echo differs at byte 10")
 
 	// A program that does not exit is stopped at the deadline.
-	r = driveClient(ctx, start, exec.Command("sleep", "30"), 0, []int{10}, 0, false, time.Now().Add(300*time.Millisecond))
+	r = driveClient(ctx, start, exec.Command("sleep", "30"), 0, []int{10}, 0, false, nil, time.Now().Add(300*time.Millisecond))
 	assert.Contains(t, r.mismatch, "still running at the case's time limit")
 	assert.NotEqual(t, 0, r.rc)
 }

@@ -28,6 +28,10 @@ type smcSpec struct {
 	// relay: goroce's side is smc-relay in front of a plain TCP echo
 	// server (smcguest server -tcp), the kernel's client unmodified.
 	relay bool
+	// failover: goroce has a second device (failoverAddr, its first
+	// link's) beside hostIP (the TCP connection's and the second link's);
+	// mid-echo failoverAddr is deleted, then added back (smcfailover.go).
+	failover bool
 }
 
 const (
@@ -92,6 +96,8 @@ func smcCases() []testCase {
 	// An unmodified TCP server behind goroce's relay, for the kernel's
 	// SMC-R client.
 	one(goroceServer, smcSpec{sizes: sizesSmall, relay: true}, 0)
+	// Link redundancy: two links, one path taken away mid-echo and back.
+	two(smcSpec{sizes: []int{16 << 20}, failover: true}, 0)
 	return cs
 }
 
@@ -137,6 +143,9 @@ func (c *testCase) smcName() string {
 	if s.testlink > 0 {
 		n += fmt.Sprintf(" testlink=%ds", s.testlink)
 	}
+	if s.failover {
+		n += " failover"
+	}
 	if c.loss > 0 {
 		n += fmt.Sprintf(" loss=%g%%", c.loss)
 	}
@@ -164,6 +173,9 @@ func (c *testCase) smcTimeout() int {
 	t := 30 + total*c.smc.conns/(1<<20)
 	if c.loss > 0 {
 		t *= 4
+	}
+	if c.smc.failover {
+		t += int(failoverBudget / time.Second)
 	}
 	return t + int(c.smc.idle/time.Second)
 }
@@ -217,6 +229,9 @@ func (c *testCase) guestSMCCommand(port int, e endpoints) []string {
 		if s.serverEnd == endAbort {
 			a = append(a, "-peer-abort")
 		}
+		if s.failover {
+			a = append(a, "-hold-at", sizeList(failoverHolds(s.sizes)), "-hold", failoverHoldFile)
+		}
 		return a
 	}
 	a := []string{"smcguest", "server", strconv.Itoa(port), "-n", strconv.Itoa(s.conns), "-timeout", t}
@@ -255,5 +270,8 @@ func listSMC(i int, c *testCase, e endpoints) {
 	}
 	if c.smc.testlink > 0 {
 		fmt.Printf("    (kernel side: sysctl -w net.smc.smcr_testlink_time=%d)\n", c.smc.testlink)
+	}
+	if c.smc.failover {
+		fmt.Printf("    (host side: ip addr add %s/%d dev br0; at the writer's first hold deleted, at its second added back)\n", failoverAddr, prefixLen)
 	}
 }

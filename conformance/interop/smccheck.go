@@ -16,31 +16,76 @@ import (
 	"time"
 )
 
-// smcWire counts the SMC messages of a capture by sender: CLC types, LLC
-// types ("ADD_LINK_v2", "ADD_LINK_v2 RESP") and CDC connection flags.
+// smcWire counts the SMC messages of a capture by sender (its role
+// address): CLC types, LLC types ("ADD_LINK_v2", "ADD_LINK_v2 RESP") and
+// CDC connection flags; msgs are the LLC and CDC messages in order, by
+// their wire addresses.
 type smcWire struct {
-	clc map[string]map[string]int
-	llc map[string]map[string]int
-	cdc map[string]map[string]int
+	clc  map[string]map[string]int
+	llc  map[string]map[string]int
+	cdc  map[string]map[string]int
+	msgs []smcMsg
 }
+
+// smcMsg is one LLC or CDC message of a capture.
+type smcMsg struct {
+	from, to string // wire addresses
+	kind     string // LLC or CDC
+	name     string // an LLC's type without its version ("ADD_LINK")
+	resp     bool
+	words    []string // the rest of rocedump's summary: flags, fields
+}
+
+// on reports whether m went between a and b, either way.
+func (m smcMsg) on(a, b string) bool { return (m.from == a && m.to == b) || (m.from == b && m.to == a) }
+
+// has reports whether m's summary has word (a CDC flag, "rejected").
+func (m smcMsg) has(word string) bool {
+	for _, w := range m.words {
+		if w == word {
+			return true
+		}
+	}
+	return false
+}
+
+// linkNum is the link number an LLC's summary names ("link 2"), or "".
+func (m smcMsg) linkNum() string {
+	for i, w := range m.words[:max(len(m.words)-1, 0)] {
+		if w == "link" {
+			return m.words[i+1]
+		}
+	}
+	return ""
+}
+
+var llcVersionRE = regexp.MustCompile(`_v\d$`)
 
 func newSMCWire() *smcWire {
 	return &smcWire{clc: map[string]map[string]int{}, llc: map[string]map[string]int{}, cdc: map[string]map[string]int{}}
 }
 
-var smcLineRE = regexp.MustCompile(`^\S+ (\S+)\.\d+ > \S+: .*? smc (CLC|LLC|CDC) (.*)$`)
+var smcLineRE = regexp.MustCompile(`^\S+ (\S+)\.\d+ > (\S+)\.\d+: .*? smc (CLC|LLC|CDC) (.*)$`)
 
 var cdcFlags = []string{"peer_done_writing", "peer_conn_closed", "peer_conn_abort"}
 
-// add reads one rocedump text line.
-func (w *smcWire) add(line string) {
+// add reads one rocedump text line; role maps a wire address to the one
+// the counts are by.
+func (w *smcWire) add(line string, role func(string) string) {
 	m := smcLineRE.FindStringSubmatch(line)
 	if m == nil {
 		return
 	}
-	from, kind, rest := m[1], m[2], strings.Fields(m[3])
+	from, kind, rest := role(m[1]), m[3], strings.Fields(m[4])
 	if len(rest) == 0 {
 		return
+	}
+	if kind != "CLC" {
+		msg := smcMsg{from: m[1], to: m[2], kind: kind, words: rest}
+		if kind == "LLC" {
+			msg.name, msg.resp = llcVersionRE.ReplaceAllString(rest[0], ""), len(rest) > 1 && rest[1] == "RESP"
+		}
+		w.msgs = append(w.msgs, msg)
 	}
 	inc := func(mm map[string]map[string]int, k string) {
 		if mm[from] == nil {
@@ -154,7 +199,11 @@ func checkSMC(c *testCase, r *result) []string {
 	if s.lgrEnd && !o.lgrGone {
 		fail("the link group did not end within %v of its last connection (goroce's linger %v): %s", smcLinger+20*time.Second, smcLinger, summarize(o.lgrAfter))
 	}
-	return append(f, checkSMCWire(c, r)...)
+	f = append(f, checkSMCWire(c, r)...)
+	if s.failover {
+		f = append(f, checkFailover(c, r)...)
+	}
+	return f
 }
 
 var modeRE = regexp.MustCompile(`mode=(\S+)( reason=\S+ \([^)]*\))?`)

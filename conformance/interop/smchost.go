@@ -46,6 +46,14 @@ const (
 func smcatCommand(c *testCase, e endpoints, port int) []string {
 	s := c.smc
 	a := append([]string{smcatProg, "-v", "-ueid", InteropUEID}, c.backendArgs(e)...)
+	if s.failover {
+		// The first device carries the first link, the one cut. A Linux
+		// whose links share its one device cannot move them when it finds
+		// one dead itself (it ends the group): goroce must find out first,
+		// from a send, and TEST_LINK an idle link soon (the kernel after
+		// 30 s).
+		a = append(a, "-dev", failoverAddr, "-dev", e.goroceAddr, "-testlink", failoverTestLink.String())
+	}
 	if s.lgrEnd {
 		a = append(a, "--linger", smcLinger.String())
 	}
@@ -106,8 +114,9 @@ func echoStream(conn int) *rand.ChaCha8 {
 // once the whole echo is back: smcat's --end close closes the connection
 // at stdin's EOF, and what was still on its way would be lost), and checks
 // what comes back on stdout against the stream, until the program exits
-// or the deadline passes (then it is stopped).
-func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd *exec.Cmd, conn int, sizes []int, idle time.Duration, waitEcho bool, deadline time.Time) hostConn {
+// or the deadline passes (then it is stopped). With hold, the writer
+// stops at its points while hold does what it does there.
+func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd *exec.Cmd, conn int, sizes []int, idle time.Duration, waitEcho bool, hold *streamHold, deadline time.Time) hostConn {
 	r := hostConn{rc: -1}
 	// Pipes of our own, not cmd's: procs waits for the program at once,
 	// and Wait closes the pipes it made, maybe before all is read.
@@ -146,8 +155,15 @@ func driveClient(ctx context.Context, start func(*exec.Cmd) (*proc, error), cmd 
 		defer stdin.Close()
 		src := echoStream(conn)
 		buf := make([]byte, 64<<10)
-		for r.sent < total {
-			n := int(min(int64(len(buf)), total-r.sent))
+		for next := 0; ; {
+			for hold != nil && next < len(hold.at) && hold.at[next] == r.sent {
+				hold.do(next, stderr.String)
+				next++
+			}
+			if r.sent >= total {
+				break
+			}
+			n := hold.until(next, r.sent, int(min(int64(len(buf)), total-r.sent)))
 			src.Read(buf[:n])
 			if _, err := stdin.Write(buf[:n]); err != nil {
 				return // the program exited: its status says why

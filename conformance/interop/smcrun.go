@@ -29,6 +29,7 @@ type smcOutcome struct {
 	// goroceStats: goroce's SMC statistics at the case's end (smcr stats
 	// json), where goroce served.
 	goroceStats map[string]int64
+	failover    *failoverOutcome // a failover case's (smcfailover.go)
 }
 
 func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runTag) *result {
@@ -67,6 +68,16 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 		r.fail("reading the guest's SMC statistics: %v", err)
 		return r
 	}
+	var alias map[string]string
+	if s.failover {
+		if err := h.failoverAddrOnBr0(ctx, true); err != nil {
+			r.fail("goroce's second address: %v", err)
+			return r
+		}
+		defer h.failoverAddrOnBr0(context.WithoutCancel(ctx), false)
+		r.smc.failover = &failoverOutcome{}
+		alias = map[string]string{failoverAddr: hostIP} // goroce's either way
+	}
 	capt, err := startCapture(ctx, h.ns, h.ps, base+".pcap")
 	if err != nil {
 		r.fail("capture: %v", err)
@@ -98,8 +109,11 @@ func (h *harness) runSMCCase(ctx context.Context, idx int, c *testCase, tag runT
 	os.WriteFile(base+".goroce.txt", []byte(r.goroceOut), 0o644)
 	os.WriteFile(base+".smc-stats-delta.txt", []byte(formatCounters(r.smc.delta)+"\n"), 0o644)
 	os.WriteFile(base+".lgr.txt", []byte(r.smc.lgrAfter+"\n"), 0o644)
+	if r.smc.failover != nil {
+		r.smc.failover.record(r, base)
+	}
 	if cerr == nil {
-		cc, err := checkCapture(ctx, filepath.Join(h.opts.bin, "rocedump"), base+".pcap")
+		cc, err := checkCaptureAs(ctx, filepath.Join(h.opts.bin, "rocedump"), base+".pcap", alias)
 		if err != nil {
 			r.fail("rocedump: %v", err)
 		} else {
@@ -293,13 +307,17 @@ func (h *harness) goroceServes(ctx context.Context, c *testCase, r *result, argv
 		r.fail("goroce's %s: %v", argv[0], err)
 		return
 	}
-	t := c.smcTimeout()
-	out, rc, err := h.vm.run(ctx, time.Duration(t+30)*time.Second,
-		fmt.Sprintf("timeout %d %s", t, shellQuote(c.guestSMCCommand(port, guestEnds))))
-	if err != nil {
-		r.fail("the guest's smcguest client: %v", err)
+	if c.smc.failover {
+		h.failoverGuestClient(ctx, c, r, port, base)
+	} else {
+		t := c.smcTimeout()
+		out, rc, err := h.vm.run(ctx, time.Duration(t+30)*time.Second,
+			fmt.Sprintf("timeout %d %s", t, shellQuote(c.guestSMCCommand(port, guestEnds))))
+		if err != nil {
+			r.fail("the guest's smcguest client: %v", err)
+		}
+		r.guestOut, r.guestRC = out, rc
 	}
-	r.guestOut, r.guestRC = out, rc
 	h.psnProbe(ctx, c, r, base) // goroce's link group lingers: both QPs are there
 }
 
@@ -323,7 +341,11 @@ func (h *harness) smcGoroceClient(ctx context.Context, c *testCase, r *result, p
 		conns = h.patternClients(ctx, c, prog, argv[1:], deadline)
 	default:
 		for i := range conns {
-			if conns[i] = driveClient(ctx, start, h.ns.netCommand(prog, argv[1:]...), i, c.smc.sizes, c.smc.idle, waitEcho, deadline); conns[i].rc != 0 {
+			var hold *streamHold
+			if c.smc.failover && i == 0 {
+				hold = h.failoverHold(ctx, c, r)
+			}
+			if conns[i] = driveClient(ctx, start, h.ns.netCommand(prog, argv[1:]...), i, c.smc.sizes, c.smc.idle, waitEcho, hold, deadline); conns[i].rc != 0 {
 				conns = conns[:i+1]
 				break
 			}

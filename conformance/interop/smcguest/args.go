@@ -199,7 +199,8 @@ func parseServer(args []string) (serverOpts, error) {
 }
 
 // clientOpts is `smcguest client ADDR PORT [-conns N] [-parallel] [-sizes
-// LIST] [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]`.
+// LIST] [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]
+// [-hold-at LIST -hold PREFIX]`.
 type clientOpts struct {
 	addr      netip.AddrPort
 	conns     int
@@ -210,10 +211,11 @@ type clientOpts struct {
 	peerAbort bool          // the server aborts: a reset before the end is expected
 	tcp       bool
 	timeout   time.Duration
+	holds     *holds // the first connection's hold points (hold.go)
 }
 
 var clientSpecs = []optSpec{{"conns", true}, {"parallel", false}, {"sizes", true}, {"end", true},
-	{"idle", true}, {"peer-abort", false}, {"tcp", false}, {"timeout", true}}
+	{"idle", true}, {"peer-abort", false}, {"tcp", false}, {"timeout", true}, {"hold-at", true}, {"hold", true}}
 
 func parseClient(args []string) (clientOpts, error) {
 	o := clientOpts{conns: 1, end: endShut, sizes: []int{1, 1024, 65536}}
@@ -256,5 +258,39 @@ func parseClient(args []string) (clientOpts, error) {
 	if o.idle >= o.timeout {
 		return o, fmt.Errorf("-idle %v must be shorter than -timeout %v", o.idle, o.timeout)
 	}
+	if o.holds, err = parseHolds(p, o.sizes); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// parseHolds reads -hold-at LIST (stream offsets, in increasing order, up
+// to the bytes the connection sends) and -hold PREFIX, which come
+// together.
+func parseHolds(p parsedArgs, sizes []int) (*holds, error) {
+	if p.set["hold-at"] != p.set["hold"] {
+		return nil, fmt.Errorf("-hold-at and -hold come together")
+	}
+	if !p.set["hold"] {
+		return nil, nil
+	}
+	at, err := parseSizes(p.vals["hold-at"])
+	if err != nil {
+		return nil, fmt.Errorf("-hold-at: %w", err)
+	}
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	h := &holds{prefix: p.vals["hold"]}
+	for i, a := range at {
+		if a > total || (i > 0 && a <= at[i-1]) {
+			return nil, fmt.Errorf("-hold-at %s: want increasing offsets up to the %d bytes sent", p.vals["hold-at"], total)
+		}
+		h.at = append(h.at, uint64(a))
+	}
+	if h.prefix == "" {
+		return nil, fmt.Errorf("-hold: want a file name prefix")
+	}
+	return h, nil
 }

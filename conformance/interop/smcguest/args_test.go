@@ -85,3 +85,19 @@ func TestRunUsage(t *testing.T) {
 	assert.False(t, errors.Is(err, errUsage))
 	assert.ErrorContains(t, run(out, []string{"pnet", "add", "P", "eth0", "rxe0", "0"}), "want 1 to 255")
 }
+
+func TestParseClientHolds(t *testing.T) {
+	o, err := parseClient([]string{"198.18.0.1", "5000", "-sizes", "16m", "-hold-at", "8m,16m", "-hold", "/tmp/fo"})
+	require.NoError(t, err)
+	assert.Equal(t, &holds{at: []uint64{8 << 20, 16 << 20}, prefix: "/tmp/fo"}, o.holds)
+	o, err = parseClient([]string{"198.18.0.1", "5000"})
+	require.NoError(t, err)
+	assert.Nil(t, o.holds)
+	for _, bad := range [][]string{
+		{"-hold-at", "1k"}, {"-hold", "/tmp/fo"}, {"-hold-at", "2k", "-hold", "/tmp/fo", "-sizes", "1k"},
+		{"-hold-at", "1k,1k", "-hold", "/tmp/fo"}, {"-hold-at", "x", "-hold", "/tmp/fo"}, {"-hold-at", "1", "-hold", ""},
+	} {
+		_, err := parseClient(append([]string{"198.18.0.1", "5000"}, bad...))
+		assert.Error(t, err, "%q", bad)
+	}
+}

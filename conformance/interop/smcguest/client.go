@@ -97,7 +97,11 @@ func clientConn(out *lineWriter, i int, o clientOpts, deadline time.Time, tot *c
 		if last && o.end == endAbort {
 			unread = min(size, abortUnread)
 		}
-		got, err := echo(s, i, off, size, unread, crc, deadline)
+		var hd *holds
+		if i == 0 {
+			hd = o.holds
+		}
+		got, err := echo(s, i, off, size, unread, crc, hd, deadline)
 		if err != nil {
 			if o.peerAbort && isReset(err) {
 				out.printf("client: conn %d message %d (%d bytes): server aborted after %d bytes echoed (%s)", i, j, size, got, ioErr(err))
@@ -159,14 +163,21 @@ func clientConn(out *lineWriter, i int, o clientOpts, deadline time.Time, tot *c
 }
 
 // echo sends size bytes of connection conn's stream from off on while
-// reading back and checking size-unread of them; it returns how many it
-// read (fewer at an early EOF).
-func echo(s *sock, conn int, off uint64, size, unread int, crc hash.Hash32, deadline time.Time) (int, error) {
+// reading back and checking size-unread of them, the writer stopping at
+// hd's points; it returns how many it read (fewer at an early EOF).
+func echo(s *sock, conn int, off uint64, size, unread int, crc hash.Hash32, hd *holds, deadline time.Time) (int, error) {
 	werr := make(chan error, 1)
 	go func() {
 		buf := make([]byte, min(size, chunk))
-		for done := 0; done < size; {
-			n := min(size-done, len(buf))
+		for done := 0; ; {
+			if err := hd.wait(off+uint64(done), deadline); err != nil {
+				werr <- err
+				return
+			}
+			if done >= size {
+				break
+			}
+			n := hd.until(off+uint64(done), min(size-done, len(buf)))
 			pattern.Fill(buf[:n], conn, off+uint64(done))
 			if err := s.writeAll(buf[:n], deadline); err != nil {
 				if errors.Is(err, errStopped) {

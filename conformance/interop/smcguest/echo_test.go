@@ -4,6 +4,9 @@ package main
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,4 +146,33 @@ func TestConnectRefused(t *testing.T) {
 	err := runClient(&lineWriter{w: &cliOut}, clientOpts{addr: ap, conns: 1, sizes: []int{1}, end: endShut, tcp: true, timeout: 5 * time.Second})
 	assert.Error(t, err)
 	assert.Contains(t, cliOut.String(), "ECONNREFUSED (connection refused)")
+}
+
+func TestEchoHolds(t *testing.T) {
+	l, ap := listenTCP(t)
+	var srvOut, cliOut strings.Builder
+	wait := serveN(t, l, &lineWriter{w: &srvOut}, 1, serverOpts{end: endShut})
+	prefix := filepath.Join(t.TempDir(), "hold")
+	// 3000 falls inside the second message, 5120 is the end of the stream:
+	// the connection stays open until that hold is released.
+	o, err := parseClient([]string{ap.String()[:strings.LastIndexByte(ap.String(), ':')], strconv.Itoa(int(ap.Port())),
+		"-sizes", "1k,4k", "-hold-at", "3000,5k", "-hold", prefix, "-tcp", "-timeout", "20s"})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- runClient(&lineWriter{w: &cliOut}, o) }()
+	for i, want := range []string{"3000\n", "5120\n"} {
+		name := prefix + "." + strconv.Itoa(i)
+		var got []byte
+		require.Eventually(t, func() bool { got, err = os.ReadFile(name + ".reached"); return err == nil }, 10*time.Second, 10*time.Millisecond, "hold %d never reached", i)
+		assert.Equal(t, want, string(got))
+		select {
+		case err := <-done:
+			t.Fatalf("the client ended at hold %d: %v\n%s", i, err, cliOut.String())
+		default:
+		}
+		require.NoError(t, os.WriteFile(name, nil, 0o644))
+	}
+	require.NoError(t, <-done, cliOut.String())
+	assert.NoError(t, wait()[0])
+	assert.Contains(t, cliOut.String(), "client: conn 0 message 1 (4096 bytes) echoed OK\n")
 }

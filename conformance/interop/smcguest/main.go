@@ -17,6 +17,7 @@ const usage = `usage:
   smcguest server PORT [-n CONNS] [-shut|-close|-abort] [-peer-abort] [-tcp] [-addr A] [-timeout D]
   smcguest client ADDR PORT [-conns N] [-parallel] [-sizes 1,1k,64k,1m,16m]
                   [-end shut|close|abort] [-idle D] [-peer-abort] [-tcp] [-timeout D]
+                  [-hold-at LIST -hold PREFIX]
   smcguest stats [-raw]    SMC statistics and fallback reasons, key=value
   smcguest lgr [-raw]      SMC-R link groups and links, key=value
   smcguest info            SMC version, release, SMC-Rv2 support
@@ -28,7 +29,9 @@ server: echoes -n connections (default 1) at once, then ends each after the
 client: per connection, one message per -sizes entry (default 1,1k,64k),
   each echo checked byte for byte; -end shut (default) | close | abort
   (the last echo left unread at close); -idle D: wait D before the end.
-  -peer-abort: the other side aborts.
+  -peer-abort: the other side aborts. -hold-at 8m,16m -hold /tmp/h: the
+  first connection's writer stops after 8 MiB sent, creates /tmp/h.0.reached
+  and waits for /tmp/h.0 (the reader reads on), then at 16 MiB (.1).
 -tcp: plain TCP instead of AF_SMC. -timeout: the whole run (default 120s).
 `
 
