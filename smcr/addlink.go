@@ -52,6 +52,16 @@ func (g *linkGroup) relinkBase() time.Duration {
 // server adds one, a client asks for one.
 func (g *linkGroup) relink() {
 	g.mu.Lock()
+	if g.role == roleClient {
+		if l := g.usableLinkLocked(); l == nil || g.altDeviceLocked(l) == nil {
+			// Nothing to ask with (the lost device is still down): no
+			// attempt, so no back-off; look again after the base wait,
+			// and the path that returns is used soon after.
+			g.relinkAt = mono() + int64(g.relinkBase())
+			g.mu.Unlock()
+			return
+		}
+	}
 	g.relinkAt = mono() + int64(g.relinkWait)
 	g.relinkWait = min(2*g.relinkWait, relinkMax)
 	g.mu.Unlock()

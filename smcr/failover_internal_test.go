@@ -2,6 +2,7 @@ package smcr
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -43,4 +44,25 @@ func TestValidateTakesBack(t *testing.T) {
 			assert.Equal(t, tt.wantRewound, s.rewound)
 		})
 	}
+}
+
+// A client's relink with no device to ask with (the lost one is still
+// down) makes no attempt, and so takes nothing of the back-off: when the
+// path returns, the next look comes after the base wait, not after a wait
+// doubled by every look while it was gone.
+func TestRelinkWithNoDeviceKeepsTheBackOff(t *testing.T) {
+	d1, d2 := &smcDevice{}, &smcDevice{}
+	d2.downUntil.Store(mono() + int64(time.Hour))
+	l := &link{dev: d1}
+	l.state.Store(int32(linkActive))
+	g := &linkGroup{lgrKey: lgrKey{role: roleClient}, st: &stack{devs: []*smcDevice{d1, d2}}}
+	g.links[0] = l
+	g.relinkWait = 40 * time.Second // four failed attempts
+	before := mono()
+	for range 3 {
+		g.relink()
+	}
+	assert.Equal(t, 40*time.Second, g.relinkWait, "no attempt, no back-off")
+	assert.LessOrEqual(t, g.relinkAt, mono()+int64(relinkInterval), "the next look after the base wait")
+	assert.Greater(t, g.relinkAt, before)
 }
