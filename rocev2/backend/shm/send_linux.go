@@ -59,12 +59,19 @@ func (b *Backend) Send(pkts []backend.Outgoing) error {
 			}
 			// The pairing ended under us: the rest goes the other way.
 		} else {
-			for j < len(pkts) {
+			// A route is looked up where the destination changes, not
+			// per packet.
+			for last := dst; j < len(pkts); j++ {
 				d, err := b.check(&pkts[j])
-				if err != nil || b.route(d) != nil {
+				if err != nil {
 					break
 				}
-				j++
+				if d != last {
+					if b.route(d) != nil {
+						break
+					}
+					last = d
+				}
 			}
 		}
 		keep(b.toFallback(pkts[i:j]))
@@ -86,10 +93,6 @@ func (b *Backend) check(d *backend.Outgoing) (netip.AddrPort, error) {
 		return netip.AddrPort{}, errTooBig
 	}
 	return netip.AddrPortFrom(a, d.Dst.Port()), nil
-}
-
-func sameDest(a, dst netip.AddrPort) bool {
-	return a.Port() == dst.Port() && a.Addr().Unmap() == dst.Addr()
 }
 
 // route returns the peer whose link carries packets to dst, or nil for the
