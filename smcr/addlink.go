@@ -53,7 +53,7 @@ func (g *linkGroup) relinkBase() time.Duration {
 func (g *linkGroup) relink() {
 	g.mu.Lock()
 	if g.role == roleClient {
-		if l := g.usableLinkLocked(); l == nil || g.altDeviceLocked(l) == nil {
+		if l, _ := g.askWithLocked(); l == nil {
 			// Nothing to ask with (the lost device is still down): no
 			// attempt, so no back-off; look again after the base wait,
 			// and the path that returns is used soon after.
@@ -512,13 +512,9 @@ func (g *linkGroup) requestAddLink() {
 	g.flowMu.Lock()
 	defer g.flowMu.Unlock()
 	g.mu.Lock()
-	l := g.usableLinkLocked()
-	var d *smcDevice
-	if l != nil {
-		d = g.altDeviceLocked(l)
-	}
+	l, d := g.askWithLocked()
 	g.mu.Unlock()
-	if l == nil || d == nil {
+	if l == nil {
 		return // no device of ours to add a link on now
 	}
 	var m []byte
@@ -528,6 +524,21 @@ func (g *linkGroup) requestAddLink() {
 		m = smcwire.AppendAddLink(nil, false, 0, &smcwire.AddLinkFields{SenderMAC: d.mac, SenderGID: gidOf(d.gid)})
 	}
 	_ = l.sendLLC(m, g.closing, nil)
+}
+
+// askWithLocked returns what a client asks the server for a link with:
+// an active link to send on and a device of ours that no link uses; nil
+// for both when either is missing. mu is held.
+func (g *linkGroup) askWithLocked() (*link, *smcDevice) {
+	l := g.usableLinkLocked()
+	if l == nil {
+		return nil, nil
+	}
+	d := g.altDeviceLocked(l)
+	if d == nil {
+		return nil, nil
+	}
+	return l, d
 }
 
 // usableLinkLocked is usableLink with mu held.
