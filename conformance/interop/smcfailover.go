@@ -120,18 +120,8 @@ func (h *harness) failoverAddrOnBr0(ctx context.Context, add bool) error {
 // waitGuestLinks polls the guest's link groups until n links are active
 // or d passes, and returns the last listing.
 func (h *harness) waitGuestLinks(ctx context.Context, n int, d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
-		out, _, err := h.vm.run(ctx, 10*time.Second, "smcguest lgr")
-		if err != nil || activeLinks(out) >= n || time.Now().After(deadline) {
-			return out
-		}
-		select {
-		case <-ctx.Done():
-			return out
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	out, _ := h.guestLgrUntil(ctx, d, 200*time.Millisecond, func(out string) bool { return activeLinks(out) >= n })
+	return out
 }
 
 // failoverStep is what the harness does at hold i, the writer stopped;

@@ -169,25 +169,30 @@ func (h *harness) smcLgrAfter(ctx context.Context, c *testCase, r *result) {
 	if c.smc.lgrEnd {
 		wait = smcLinger + 20*time.Second
 	}
-	deadline := time.Now().Add(wait)
+	gone := func(out string) bool { return strings.Contains(out, "lgrs=0") }
+	out, err := h.guestLgrUntil(ctx, wait, time.Second, gone)
+	r.smc.lgrAfter = out
+	if err != nil {
+		r.fail("smcguest lgr: %v", err)
+		return
+	}
+	r.smc.lgrGone = gone(out)
+}
+
+// guestLgrUntil runs the guest's smcguest lgr, again every interval,
+// until done holds for its listing, d has passed or ctx ends (at least
+// once); it returns the last listing, or the error that stopped it.
+func (h *harness) guestLgrUntil(ctx context.Context, d, every time.Duration, done func(string) bool) (string, error) {
+	deadline := time.Now().Add(d)
 	for {
 		out, _, err := h.vm.run(ctx, 10*time.Second, "smcguest lgr")
-		r.smc.lgrAfter = out
-		if err != nil {
-			r.fail("smcguest lgr: %v", err)
-			return
-		}
-		if strings.Contains(out, "lgrs=0") {
-			r.smc.lgrGone = true
-			return
-		}
-		if time.Now().After(deadline) {
-			return
+		if err != nil || done(out) || time.Now().After(deadline) {
+			return out, err
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
+			return out, nil
+		case <-time.After(every):
 		}
 	}
 }
