@@ -9,8 +9,12 @@ import (
 // WriteCounters prints d's counters as `rdma -p statistic show link DEV/1`
 // prints rxe's: a "link NAME/1" line, then one indented "name value" line
 // per counter, rxe's names first (see device.Counters.Snapshot). Scripts
-// can take the counters with awk '/^ / {print $1, $2}'.
+// can take the counters with awk '/^ / {print $1, $2}'. What waits in the
+// device's outbox is sent first (Drain): a UD or UC send completes once
+// its packet is built, and a tool that prints the counters after its last
+// completion would miss that packet in sent_pkts.
 func WriteCounters(w io.Writer, d *device.Device) error {
+	d.Drain()
 	return WriteCounterList(w, d.Name(), d.Counters.Snapshot())
 }
 

@@ -217,8 +217,8 @@ func (d *Device) Flush() { d.out.push(true) }
 // this goroutine or by the sender that was in Backend.Send meanwhile. A
 // UD or UC send completes once its packet is built, before it leaves; a
 // program that reads the device's counters after its last completion
-// (the pingpong tools' -stats) drains first, or sees the last packets
-// missing from sent_pkts.
+// (the tools' -stats, through devinfo.WriteCounters) drains first, or
+// sees the last packets missing from sent_pkts.
 func (d *Device) Drain() {
 	o := d.out
 	o.mu.Lock()

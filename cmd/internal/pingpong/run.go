@@ -53,12 +53,7 @@ func (k *Kind) main(o *options, stdout io.Writer) error {
 	defer dev.Close()
 	if o.stats {
 		// At exit, failed or not: the counters say most about a failure.
-		// Drained first: the last UD or UC send completed once its packet
-		// was built, and the packet may still be on its way out.
-		defer func() {
-			dev.Drain()
-			devinfo.WriteCounters(stdout, dev)
-		}()
+		defer devinfo.WriteCounters(stdout, dev)
 	}
 	p, err := newPingpong(k, dev, o)
 	if p != nil {
