@@ -144,9 +144,9 @@ func (h *harness) smcFresh(ctx context.Context, r *result) error {
 	if n == 0 {
 		return nil
 	}
-	// The module stays busy (EAGAIN) while a socket of the case before
-	// is still being released, e.g. after a failed case: tried again for
-	// up to 20 s, then the last refusal is the error.
+	// The module was seen busy (EAGAIN) right after a failed case, which
+	// made the case's retry fail on the reload: tried again for up to
+	// 20 s, then the last refusal is the error.
 	cmd := fmt.Sprintf("rmmod smc_diag 2>/dev/null; i=0; until rmmod smc 2>/dev/null; do i=$((i+1)); if [ $i -ge 20 ]; then rmmod smc; exit 1; fi; sleep 1; done; "+
 		"insmod /lib/modules/smc.ko && insmod /lib/modules/smc_diag.ko && "+
 		"smcguest pnet add %s eth0 rxe0 1 >/dev/null && smcguest ueid add %s >/dev/null && smcguest lgr | grep '^lgrs='", InteropPnetID, InteropUEID)
