@@ -207,11 +207,11 @@ func (s *smcConn) onCDCLocked(m smcwire.CDC) {
 	}
 	if cf&smcwire.CDCPeerDoneWriting != 0 && !s.peerDoneWriting {
 		s.peerDoneWriting = true
-		wake(s.readable)
+		s.wakeReader()
 	}
 	if cf&smcwire.CDCPeerConnClosed != 0 && !s.peerClosed {
 		s.peerClosed = true
-		wake(s.readable)
+		s.wakeReader()
 		wake(s.writable)
 	}
 	if s.peerWantsUpdate && s.consumed > s.announced {
@@ -256,7 +256,7 @@ func (s *smcConn) applyCursorsLocked(prod, cons smcwire.Cursor) error {
 	}
 	if produced != s.produced {
 		s.produced, s.prodC = produced, prod
-		wake(s.readable)
+		s.wakeReader()
 	}
 	if peerCons != s.peerCons {
 		s.peerCons, s.peerConsC = peerCons, cons

@@ -81,7 +81,7 @@ func (s *smcConn) close() error {
 	active := !s.peerClosed && !s.peerDoneWriting && !s.peerAborted
 	s.closed = true
 	s.aborted = abort
-	wake(s.readable)
+	s.wakeReader()
 	wake(s.writable)
 	tellPeer := !s.g.dead.Load() && !s.freed
 	s.mu.Unlock()

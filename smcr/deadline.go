@@ -13,12 +13,23 @@ type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
 	cancel chan struct{}
+	// onFire, if set, runs once the deadline has passed (not under mu):
+	// a Read that serves its device while it waits (device.WaitOn) has no
+	// channel to select on, and is kicked instead.
+	onFire func()
 }
 
 func newDeadline() *deadline { return &deadline{cancel: make(chan struct{})} }
 
 // set arms the deadline for t; the zero time means none.
 func (d *deadline) set(t time.Time) {
+	if d.setLocked(t) && d.onFire != nil {
+		d.onFire()
+	}
+}
+
+// setLocked is set; it reports whether the deadline has passed already.
+func (d *deadline) setLocked(t time.Time) (passed bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.timer != nil && !d.timer.Stop() {
@@ -30,19 +41,32 @@ func (d *deadline) set(t time.Time) {
 		if closed {
 			d.cancel = make(chan struct{})
 		}
-		return
+		return false
 	}
 	if dur := time.Until(t); dur > 0 {
 		if closed {
 			d.cancel = make(chan struct{})
 		}
-		cancel := d.cancel
-		d.timer = time.AfterFunc(dur, func() { close(cancel) })
-		return
+		cancel, fire := d.cancel, d.onFire
+		d.timer = time.AfterFunc(dur, func() {
+			close(cancel)
+			if fire != nil {
+				fire()
+			}
+		})
+		return false
 	}
 	if !closed {
 		close(d.cancel)
 	}
+	return true
+}
+
+// passed reports whether the deadline has passed.
+func (d *deadline) passed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return isClosed(d.cancel)
 }
 
 // wait returns the channel that is closed when the deadline passes.

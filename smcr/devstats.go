@@ -19,6 +19,11 @@ type DeviceStats struct {
 	// BusyPolled is the datagrams that busy-polling Reads took from the
 	// device themselves (Config.BusyPoll): the device's busy_polled_pkts.
 	BusyPolled uint64
+	// LentWaits is the Reads that served the device themselves while
+	// they waited (one wake-up per message instead of two), and
+	// LentWaitBackstops how often nobody served it for the device's
+	// hold limit after one: its lent_waits and lent_wait_backstops.
+	LentWaits, LentWaitBackstops uint64
 	// LinkGroups is how many link groups have a link on the device,
 	// lingering ones included.
 	LinkGroups int
@@ -40,6 +45,8 @@ func StatsOfDevice(addr netip.Addr, port uint16) (st DeviceStats, ok bool) {
 	}
 	return DeviceStats{
 		CQ: d.cqs.Stats(), Design: d.design.String(), LinkGroups: d.linkGroups(),
-		BusyPolled: d.dev.Counters.BusyPolledPkts.Load(),
+		BusyPolled:        d.dev.Counters.BusyPolledPkts.Load(),
+		LentWaits:         d.dev.Counters.LentWaits.Load(),
+		LentWaitBackstops: d.dev.Counters.LentWaitBackstops.Load(),
 	}, true
 }

@@ -297,6 +297,10 @@ func (l *link) slotFrom(pool chan *txSlot, cancel, stop <-chan struct{}) (*txSlo
 		return s, nil
 	default:
 	}
+	// A slot frees when its send completes, which the receive path
+	// brings: the device must be served meanwhile.
+	l.dev.dev.BeginWait()
+	defer l.dev.dev.EndWait(nil)
 	select {
 	case s := <-pool:
 		return s, nil

@@ -46,13 +46,46 @@ func (s *smcConn) read(p []byte) (int, error) {
 		if s.busyPoll > 0 && l != nil && l.dev.dev.BusyPoll(s.busyPoll, s.readyFn) {
 			continue
 		}
-		select {
-		case <-s.readable:
-		case <-s.rdl.wait():
+		if !s.awaitReadable(l) {
 			return 0, os.ErrDeadlineExceeded
 		}
 	}
 }
+
+// awaitReadable waits until a Read may find something (bytes, the end,
+// an error) and reports false once the read deadline has passed instead.
+// Where nobody else serves the device of the connection's link l, the
+// waiting goroutine serves it itself until then (device.WaitOn): the
+// packet that brings the data wakes this goroutine, not the receive
+// goroutine, which would then have to wake this one. rdMu is held.
+func (s *smcConn) awaitReadable(l *link) bool {
+	if l == nil {
+		return s.awaitReadableChan()
+	}
+	dev := l.dev.dev
+	if dev.WaitOn(s.waiter) {
+		select {
+		case <-s.readable: // its own wake-up, from the batch it ran: spent
+		default:
+		}
+		return !s.rdl.passed()
+	}
+	defer dev.EndWait(s.waiter)
+	return s.awaitReadableChan()
+}
+
+func (s *smcConn) awaitReadableChan() bool {
+	select {
+	case <-s.readable:
+		return true
+	case <-s.rdl.wait():
+		return false
+	}
+}
+
+// readOver is the Waiter's ready: a Read would not wait, or its deadline
+// has passed.
+func (s *smcConn) readOver() bool { return s.readyToRead() || s.rdl.passed() }
 
 // readyToRead reports whether a Read would return without waiting.
 func (s *smcConn) readyToRead() bool {
@@ -150,6 +183,7 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 		avail := s.produced - s.consumed
 		if avail == 0 {
 			err := s.readErrLocked()
+			l := s.lnk
 			s.mu.Unlock()
 			if err == io.EOF {
 				return total, nil
@@ -157,9 +191,7 @@ func (s *smcConn) writeTo(w io.Writer) (int64, error) {
 			if err != nil {
 				return total, err
 			}
-			select {
-			case <-s.readable:
-			case <-s.rdl.wait():
+			if !s.awaitReadable(l) {
 				return total, os.ErrDeadlineExceeded
 			}
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2/device"
 	"github.com/goroce/goroce/smcr/smcwire"
 )
 
@@ -52,8 +53,9 @@ type smcConn struct {
 	readable   chan struct{}
 	writable   chan struct{}
 	rdl, wdl   *deadline
-	busyPoll   time.Duration // Config.BusyPoll
-	readyFn    func() bool   // readyToRead, bound once for BusyPoll
+	busyPoll   time.Duration  // Config.BusyPoll
+	readyFn    func() bool    // readyToRead, bound once for BusyPoll
+	waiter     *device.Waiter // a Read's wait, in which it may serve its device (awaitReadable)
 
 	mu sync.Mutex
 	// The link the connection sends on, with the send buffer's region
@@ -157,6 +159,8 @@ func newSMCConn(g *linkGroup, cfg *Config) (*smcConn, error) {
 		busyPoll: cfg.BusyPoll,
 	}
 	s.readyFn = s.readyToRead
+	s.waiter = device.NewWaiter(s.readOver)
+	s.rdl.onFire = s.waiter.Kick
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var err error
@@ -212,6 +216,13 @@ func (s *smcConn) link() *link {
 	return s.lnk
 }
 
+// wakeReader wakes a Read that waits: on its channel, or, serving its
+// device meanwhile (awaitReadable), by a kick.
+func (s *smcConn) wakeReader() {
+	wake(s.readable)
+	s.waiter.Kick()
+}
+
 // wake sends a non-blocking wake-up on ch.
 func wake(ch chan struct{}) {
 	select {
@@ -226,7 +237,7 @@ func (s *smcConn) failLocked(err error) {
 	if s.err == nil {
 		s.err = err
 	}
-	wake(s.readable)
+	s.wakeReader()
 	wake(s.writable)
 	if !isClosed(s.closeDone) {
 		close(s.closeDone)

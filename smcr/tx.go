@@ -135,11 +135,25 @@ func (s *smcConn) waitRoom(want int) error {
 			return nil
 		}
 		s.countTxFull()
-		select {
-		case <-s.writable:
-		case <-s.wdl.wait():
+		if !s.awaitWritable() {
 			return os.ErrDeadlineExceeded
 		}
+	}
+}
+
+// awaitWritable waits for room (the peer's consumer update, which the
+// receive path brings: the device must be served meanwhile, see
+// device.BeginWait) and reports false once the write deadline has passed.
+func (s *smcConn) awaitWritable() bool {
+	if l := s.link(); l != nil {
+		l.dev.dev.BeginWait()
+		defer l.dev.dev.EndWait(nil)
+	}
+	select {
+	case <-s.writable:
+		return true
+	case <-s.wdl.wait():
+		return false
 	}
 }
 

@@ -139,6 +139,12 @@ func HardwareAddrOf(b Backend) ([6]byte, bool) {
 			return v.HardwareAddr(), true
 		case *pollingDecorator:
 			b = v.Backend
+		case *busyPollingDecorator:
+			b = v.Backend
+		case *lendingDecorator:
+			b = v.Backend
+		case *busyLendingDecorator:
+			b = v.Backend
 		case interface{ Unwrap() Backend }:
 			b = v.Unwrap()
 		default:
@@ -225,23 +231,68 @@ type BusyPoller interface {
 	EndBusyPoll() (arrived bool)
 }
 
+// A Lendable is a Poller whose receive loop any goroutine may run for a
+// while, so that the goroutine that waits for data is the one the
+// runtime's poller wakes when it arrives: it receives, runs what the
+// packets fire, finds its data and returns, one wake-up where the receive
+// goroutine would take two (its own, then the reader's). The device lends
+// its receive loop this way (device.Device.WaitOn); one goroutine at a
+// time serves.
+type Lendable interface {
+	Poller
+	// ServeUntil is Serve that also returns, with nil, once done reports
+	// true (it is asked after every drain and before every sleep) or
+	// Interrupt is called.
+	ServeUntil(drain, done func() (ok bool)) error
+	// Interrupt makes the ServeUntil in progress, or else the next one,
+	// return soon: what its done reports has changed without a packet.
+	Interrupt()
+}
+
 // KeepPolling is for backends that decorate another (a capture tap, a fault
 // injector): it returns b, the decorator, able to poll when inner can. Its
 // Serve serves inner, and its TryReceive receives from inner and hands
 // what it got to received, which must do to the packets what b's Receive
 // does. When inner cannot poll, it returns b as it is; when inner can be
-// busy-polled, so can b.
+// busy-polled or lent, so can b.
 func KeepPolling(b, inner Backend, received func([]Incoming)) Backend {
 	p, ok := inner.(Poller)
 	if !ok {
 		return b
 	}
 	d := &pollingDecorator{Backend: b, inner: p, received: received}
-	if bp, ok := inner.(BusyPoller); ok {
-		return &busyPollingDecorator{pollingDecorator: d, busy: bp}
+	bp, busy := inner.(BusyPoller)
+	lp, lend := inner.(Lendable)
+	switch {
+	case busy && lend:
+		return &busyLendingDecorator{busyPollingDecorator{d, bp}, lp}
+	case lend:
+		return &lendingDecorator{d, lp}
+	case busy:
+		return &busyPollingDecorator{d, bp}
 	}
 	return d
 }
+
+type lendingDecorator struct {
+	*pollingDecorator
+	lend Lendable
+}
+
+func (p *lendingDecorator) ServeUntil(drain, done func() bool) error {
+	return p.lend.ServeUntil(drain, done)
+}
+func (p *lendingDecorator) Interrupt() { p.lend.Interrupt() }
+
+type busyLendingDecorator struct {
+	busyPollingDecorator
+	lend Lendable
+}
+
+func (p *busyLendingDecorator) ServeUntil(drain, done func() bool) error {
+	return p.lend.ServeUntil(drain, done)
+}
+func (p *busyLendingDecorator) Interrupt() { p.lend.Interrupt() }
 
 // pollingDecorator is a decorating Backend that polls through its inner one.
 type pollingDecorator struct {

@@ -58,11 +58,18 @@ type Counters struct {
 	// busy_poll_misses: BusyPoll looks that ran out of budget (each makes
 	// the next calls sleep at once for a while).
 	BusyPollMisses atomic.Uint64
-	QKeyViol       atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
-	RcvdDropNoWQE  atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
-	RcvdDropLen    atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
-	RcvdDropAccess atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
-	RcvdDropSeq    atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
+	// lent_waits: waits in which the waiting goroutine served the
+	// device's receive loop itself (Device.WaitOn), one wake-up per
+	// message instead of two. goroce's own.
+	LentWaits atomic.Uint64
+	// lent_wait_backstops: times the receive goroutine resumed because
+	// nobody had served the device for HoldLimit after a lent wait.
+	LentWaitBackstops atomic.Uint64
+	QKeyViol          atomic.Uint64 // qkey_viol: UD packet whose Q_Key is not its QP's (rxe's port qkey_viol_cntr)
+	RcvdDropNoWQE     atomic.Uint64 // rcvd_drop_no_wqe: UC/UD message dropped for want of a receive WQE (RC answers RNR)
+	RcvdDropLen       atomic.Uint64 // rcvd_drop_len: UC/UD message longer than its receive buffer, or a UC packet that breaks the length rules
+	RcvdDropAccess    atomic.Uint64 // rcvd_drop_access: UC WRITE without remote write access or with a bad rkey
+	RcvdDropSeq       atomic.Uint64 // rcvd_drop_seq: UC packets dropped as the rest of a message broken by a lost packet or an error
 	// Dropped counts packets rejected by the parser, per rocev2.ParseError.
 	Dropped [rocev2.NumParseErrors]atomic.Uint64
 }
@@ -104,6 +111,8 @@ func (c *Counters) Snapshot() []Counter {
 		{"rcvd_ghost_resp", c.RcvdGhostResp.Load()},
 		{"busy_polled_pkts", c.BusyPolledPkts.Load()},
 		{"busy_poll_misses", c.BusyPollMisses.Load()},
+		{"lent_waits", c.LentWaits.Load()},
+		{"lent_wait_backstops", c.LentWaitBackstops.Load()},
 		{"qkey_viol", c.QKeyViol.Load()},
 		{"rcvd_drop_no_wqe", c.RcvdDropNoWQE.Load()},
 		{"rcvd_drop_len", c.RcvdDropLen.Load()},

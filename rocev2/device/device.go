@@ -12,6 +12,7 @@
 //	receive (one)        receive batches, their end hooks       rxMu → QP → outbox
 //	a Poller's caller    receive (Poller.Poll, TryLock only)    rxMu → QP → outbox
 //	a busy poller        receive batches (BusyPoll, TryLock)    rxMu → QP → outbox
+//	a lender             receive batches (WaitOn, lend.go)      rxMu → QP → outbox
 //	a poster             PostSend and friends                   QP → outbox
 //	timers (one)         retransmit/RNR timers, the backstop    QP → outbox; outbox
 //	a pool's pollers     completion runs (BeginRun/EndRun)      QP → outbox
@@ -107,6 +108,7 @@ type Device struct {
 	busyPolling atomic.Bool        // a goroutine is in BusyPoll, and owns busy
 	busyPoller  backend.BusyPoller // the backend, if it can be busy polled
 	busy        busyState
+	lend        lendState // who serves a backend.Lendable (lend.go)
 
 	pubMu     sync.Mutex // guards pub and pubClosed
 	pub       *publisher // the counter socket, see Publish
@@ -169,6 +171,7 @@ func New(cfg Config) (*Device, error) {
 	register(d)
 	d.qps.init()
 	d.rxBatch = make([]backend.Incoming, d.batch)
+	d.lend.init(d)
 	go d.receiveLoop()
 	return d, nil
 }
@@ -238,6 +241,7 @@ func (d *Device) Close() error {
 		d.Flush()
 		d.rxMu.Unlock()
 		err = d.backend.Close()
+		d.lend.stop()
 		<-d.rxDone
 		d.timers.Close()
 	})

@@ -89,6 +89,10 @@ func (d *Device) EndRun() { d.out.endRun() }
 
 func (d *Device) receiveLoop() {
 	defer close(d.rxDone)
+	if d.lend.srv != nil {
+		d.serveLent()
+		return
+	}
 	if p, ok := d.backend.(backend.Poller); ok {
 		drain := func() bool { return d.drain(p) }
 		for {

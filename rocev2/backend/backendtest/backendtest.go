@@ -18,6 +18,9 @@ import (
 func Run(t *testing.T, b backend.Backend, pkts []backend.Outgoing) {
 	t.Helper()
 	t.Run("basics", func(t *testing.T) { Basics(t, b) })
+	if l, ok := b.(backend.Lendable); ok {
+		t.Run("lending", func(t *testing.T) { Lending(t, l) })
+	}
 	t.Run("close unblocks receive", func(t *testing.T) { CloseUnblocksReceive(t, b, pkts) })
 }
 
@@ -27,6 +30,45 @@ func Basics(t *testing.T, b backend.Backend) {
 	assert.True(t, a.Addr().IsValid() && !a.Addr().IsUnspecified(), "LocalAddr %v: a specific address (the ICRC covers it)", a)
 	assert.Positive(t, b.BatchSize(), "BatchSize")
 	assert.GreaterOrEqual(t, b.LinkMTU(), 576, "LinkMTU")
+}
+
+// Lending checks a backend.Lendable's ServeUntil with nothing to
+// receive: it returns nil when done reports true before it would sleep,
+// when Interrupt is called while it sleeps, and at once after an
+// Interrupt that came before it; then receiving without waiting still
+// works.
+func Lending(t *testing.T, b backend.Lendable) {
+	t.Helper()
+	buf := make([]backend.Incoming, 4)
+	idle := func() bool { // takes what waits, as a device's drain: nothing
+		n, _ := b.TryReceive(buf)
+		return n == len(buf)
+	}
+	never := func() bool { return false }
+	require.NoError(t, b.ServeUntil(idle, func() bool { return true }), "done at once")
+
+	done := make(chan error, 1)
+	go func() { done <- b.ServeUntil(idle, never) }()
+	require.True(t, waitParked("backendtest.Lending.func", 30*time.Second), "ServeUntil never slept")
+	b.Interrupt()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "interrupted while asleep")
+	case <-time.After(30 * time.Second): // hang guard only
+		t.Fatal("Interrupt did not end a sleeping ServeUntil")
+	}
+
+	b.Interrupt()
+	go func() { done <- b.ServeUntil(idle, never) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "interrupted before it slept")
+	case <-time.After(30 * time.Second):
+		t.Fatal("an Interrupt before ServeUntil was lost")
+	}
+	n, err := b.TryReceive(make([]backend.Incoming, 4))
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
 
 // CloseUnblocksReceive checks that Close makes a Receive blocked on b

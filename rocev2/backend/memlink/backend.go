@@ -34,6 +34,7 @@ type Backend struct {
 	free    [][]byte   // buffers to copy arriving packets into
 	lent    [][]byte   // buffers handed out by the last Receive
 	shut    bool       // closed, as seen under mu
+	kicked  bool       // Interrupt was called: a ServeUntil returns
 }
 
 type queued struct {
@@ -142,20 +143,42 @@ var _ backend.Poller = (*Backend)(nil)
 // reports more, and waits for a packet to be queued between calls, until
 // Close. With it, a device lets busy-polling CQs receive on their own
 // goroutine (device.Poller), as over UDP.
-func (b *Backend) Serve(drain func() bool) error {
+func (b *Backend) Serve(drain func() bool) error { return b.ServeUntil(drain, nil) }
+
+var _ backend.Lendable = (*Backend)(nil)
+
+// ServeUntil is backend.Lendable's: Serve until done (nil: never) reports
+// true or Interrupt is called.
+func (b *Backend) ServeUntil(drain, done func() bool) error {
 	for {
 		for drain() {
 		}
+		if done != nil && done() {
+			return nil
+		}
 		b.mu.Lock()
-		for b.n == 0 && !b.shut {
+		for b.n == 0 && !b.shut && !b.kicked {
 			b.ready.Wait()
 		}
-		shut := b.shut
+		shut, kicked := b.shut, b.kicked
+		b.kicked = false
 		b.mu.Unlock()
 		if shut {
 			return errClosed
 		}
+		if kicked {
+			return nil
+		}
 	}
+}
+
+// Interrupt is backend.Lendable's: the ServeUntil in progress, or the next
+// one to sleep, returns.
+func (b *Backend) Interrupt() {
+	b.mu.Lock()
+	b.kicked = true
+	b.ready.Broadcast()
+	b.mu.Unlock()
 }
 
 // TryReceive is Receive without waiting: it returns 0 when nothing is

@@ -30,6 +30,8 @@ func (b *Backend) Send([]backend.Outgoing) error              { return errUnsupp
 func (b *Backend) Receive([]backend.Incoming) (int, error)    { return 0, errUnsupported }
 func (b *Backend) TryReceive([]backend.Incoming) (int, error) { return 0, errUnsupported }
 func (b *Backend) Serve(func() bool) error                    { return errUnsupported }
+func (b *Backend) ServeUntil(func() bool, func() bool) error  { return errUnsupported }
+func (b *Backend) Interrupt()                                 {}
 func (b *Backend) LocalAddr() netip.AddrPort                  { return netip.AddrPort{} }
 func (b *Backend) BatchSize() int                             { return DefaultBatchSize }
 func (b *Backend) LinkMTU() int                               { return linkMTU }

@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -55,6 +56,21 @@ func (b *Backend) Serve(drain func() bool) error {
 	return b.serve(drain, nil)
 }
 
+// ServeUntil is backend.Lendable's: Serve until done reports true or
+// Interrupt is called.
+func (b *Backend) ServeUntil(drain, done func() bool) error {
+	return b.serve(drain, done)
+}
+
+// Interrupt is backend.Lendable's: it ends the runtime poller's read that
+// serve sleeps in by moving its deadline into the past (the read then
+// fails with os.ErrDeadlineExceeded, which serve takes for an interrupt);
+// a serve not yet asleep returns at its first sleep.
+func (b *Backend) Interrupt() { b.wait.file.SetReadDeadline(longAgo) }
+
+// longAgo is a deadline that has passed.
+var longAgo = time.Unix(1, 0)
+
 // serve runs drain inside the runtime poller's read of the waiter's epoll
 // set until done (nil: never) reports true or the backend closes. The
 // doorbells are never read: each write to one wakes the set's waiter
@@ -68,6 +84,12 @@ func (b *Backend) serve(drain, done func() bool) error {
 	b.rx.drain, b.rx.done = nil, nil
 	if b.closed.Load() {
 		return errClosed
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Interrupt: re-open the wait for the next serve, whose caller
+		// looks again at what its done reports before it sleeps.
+		b.wait.file.SetReadDeadline(time.Time{})
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("shm: wait: %w", err)

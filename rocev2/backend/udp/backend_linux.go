@@ -63,6 +63,7 @@ type Backend struct {
 		// drain is Serve's caller's; readFn, bound once, runs it inside
 		// the socket's read: false (park) once a drain left nothing.
 		drain  func() bool
+		done   func() bool // ServeUntil's, or nil
 		readFn func(fd uintptr) bool
 	}
 }
@@ -145,7 +146,7 @@ func newBackend(conn *net.UDPConn, addr netip.Addr, cfg Config) (*Backend, error
 				return true
 			}
 		}
-		return b.closed.Load()
+		return b.closed.Load() || (b.rx.done != nil && b.rx.done())
 	}
 	return b, nil
 }

@@ -2,6 +2,7 @@ package udp
 
 import (
 	"net"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -29,6 +30,7 @@ type FakeKernel struct {
 	cond    *sync.Cond
 	batches [][]FakeMessage
 	closed  bool
+	kicked  bool   // interrupt was called
 	pushed  uint64 // batches pushed
 	idle    uint64 // pushed, when a receive last found nothing left
 }
@@ -102,22 +104,41 @@ func fill(h *unix.Mmsghdr, m *FakeMessage) {
 	h.Hdr.Flags = m.Flags
 }
 
-func (k *FakeKernel) serve(drain func() bool) error {
+func (k *FakeKernel) serve(drain, done func() bool) error {
 	for {
 		for drain() {
 		}
+		if done != nil && done() {
+			return nil
+		}
 		k.mu.Lock()
-		for len(k.batches) == 0 && !k.closed {
+		for len(k.batches) == 0 && !k.closed && !k.kicked {
 			// A device waits only once it has handled all it took.
 			k.idle = k.pushed
 			k.cond.Wait()
 		}
-		closed := k.closed
+		closed, kicked := k.closed, k.kicked
 		k.mu.Unlock()
 		if closed {
 			return net.ErrClosed
 		}
+		if kicked {
+			return os.ErrDeadlineExceeded
+		}
 	}
+}
+
+func (k *FakeKernel) interrupt() {
+	k.mu.Lock()
+	k.kicked = true
+	k.cond.Broadcast()
+	k.mu.Unlock()
+}
+
+func (k *FakeKernel) interrupted() {
+	k.mu.Lock()
+	k.kicked = false
+	k.mu.Unlock()
 }
 
 func (k *FakeKernel) close() {

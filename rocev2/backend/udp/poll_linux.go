@@ -1,8 +1,15 @@
 package udp
 
 import (
+	"errors"
+	"os"
+	"time"
+
 	"github.com/goroce/goroce/rocev2/backend"
 )
+
+// longAgo is a deadline that has passed.
+var longAgo = time.Unix(1, 0)
 
 var _ backend.Poller = (*Backend)(nil)
 
@@ -13,14 +20,35 @@ var _ backend.Poller = (*Backend)(nil)
 // without another recvmmsg to find it empty. It touches no receive state
 // itself: drain receives, under its caller's lock.
 func (b *Backend) Serve(drain func() bool) error {
+	return b.ServeUntil(drain, nil)
+}
+
+var _ backend.Lendable = (*Backend)(nil)
+
+// ServeUntil is backend.Lendable's: Serve until done (nil: never) reports
+// true, after a drain or before the read parks, or Interrupt is called.
+func (b *Backend) ServeUntil(drain, done func() bool) error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	if err := b.rx.kernel.serve(drain); err != nil {
+	err := b.rx.kernel.serve(drain, done)
+	switch {
+	case b.closed.Load():
+		return errClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.rx.kernel.interrupted() // re-open the read for the next serve
+		return nil
+	case err != nil:
 		return b.ioError("wait", err)
 	}
-	return errClosed
+	return nil
 }
+
+// Interrupt is backend.Lendable's: it moves the socket's read deadline
+// into the past, which ends the runtime poller's read that ServeUntil
+// sleeps in (or the next one's) with os.ErrDeadlineExceeded. Receiving
+// without waiting (TryReceive) does not look at deadlines.
+func (b *Backend) Interrupt() { b.rx.kernel.interrupt() }
 
 // TryReceive is Receive without waiting: it hands out what is left of the
 // last read, or reads once without blocking, and returns 0 when nothing is

@@ -1,6 +1,8 @@
 package udp
 
 import (
+	"time"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rocev2/backend"
@@ -110,8 +112,12 @@ type rxKernel interface {
 	// messages it filled; without wait it returns 0 when none is waiting.
 	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
 	// serve calls drain while it reports more, and parks between calls
-	// until a datagram may be waiting, until the socket is closed.
-	serve(drain func() bool) error
+	// until a datagram may be waiting, until the socket is closed, done
+	// (nil: never) reports true (nil), or interrupt is called
+	// (os.ErrDeadlineExceeded, after which interrupted re-opens it).
+	serve(drain, done func() bool) error
+	interrupt()
+	interrupted()
 	// close wakes what waits in the two above (the backend is closing).
 	close()
 }
@@ -127,12 +133,15 @@ func (k socketKernel) recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error) {
 	return b.rx.call.Try(b.rc, hdrs)
 }
 
-func (k socketKernel) serve(drain func() bool) error {
+func (k socketKernel) serve(drain, done func() bool) error {
 	b := k.b
-	b.rx.drain = drain
-	defer func() { b.rx.drain = nil }()
+	b.rx.drain, b.rx.done = drain, done
+	defer func() { b.rx.drain, b.rx.done = nil, nil }()
 	return b.rc.Read(b.rx.readFn)
 }
+
+func (k socketKernel) interrupt()   { k.b.conn.SetReadDeadline(longAgo) }
+func (k socketKernel) interrupted() { k.b.conn.SetReadDeadline(time.Time{}) }
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}
