@@ -35,6 +35,20 @@ func TestPairAndExchange(t *testing.T) {
 	assert.Equal(t, b.LocalAddr(), back[0].Src)
 	assert.EqualValues(t, 1, a.Stats().Pairings)
 	assert.EqualValues(t, 1, b.Stats().Pairings)
+	// Peers of this process's own user are rung with raw writes (see
+	// doorbell.raw), on both sides of the pairing.
+	for _, be := range []*Backend{a, b} {
+		be.rxMu.Lock()
+		paired := 0
+		for _, pr := range be.slots {
+			if pr != nil {
+				paired++
+				assert.True(t, pr.bell.raw, "%v rings its peer raw", be.LocalAddr())
+			}
+		}
+		be.rxMu.Unlock()
+		assert.Equal(t, 1, paired)
+	}
 	t.Logf("a %+v\nb %+v", a.Stats(), b.Stats())
 }
 

@@ -258,6 +258,7 @@ func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]
 		return nil, err
 	}
 	pr := newPairing(b, p, c, h, mine, inMem, fds[1])
+	pr.bell.raw = b.sameUser(c)
 	pr.out.race, pr.in.race = raceToken(mine.ino), raceToken(ino)
 	return pr, nil
 }
@@ -417,24 +418,39 @@ func (b *Backend) watch(pr *pairing) {
 // checkPeer checks who is at the other end of c: the user that connected
 // to our socket, or that bound the socket we connected to.
 func (b *Backend) checkPeer(c *net.UnixConn) error {
-	rc, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return err
+	}
+	if cred.Uid != b.uid && !slices.Contains(b.cfg.AllowUIDs, cred.Uid) {
+		return fmt.Errorf("shm: peer process %d belongs to uid %d, not to this user (%d); Config.AllowUIDs admits other users", cred.Pid, cred.Uid, b.uid)
+	}
+	return nil
+}
+
+// sameUser reports whether the process at the other end of c is this
+// process's user's (false when that cannot be told).
+func (b *Backend) sameUser(c *net.UnixConn) bool {
+	cred, err := peerCred(c)
+	return err == nil && cred.Uid == b.uid
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := rc.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if cerr != nil {
-		return fmt.Errorf("shm: SO_PEERCRED: %w", cerr)
+		return nil, fmt.Errorf("shm: SO_PEERCRED: %w", cerr)
 	}
-	if cred.Uid != b.uid && !slices.Contains(b.cfg.AllowUIDs, cred.Uid) {
-		return fmt.Errorf("shm: peer process %d belongs to uid %d, not to this user (%d); Config.AllowUIDs admits other users", cred.Pid, cred.Uid, b.uid)
-	}
-	return nil
+	return cred, nil
 }
 
 // writeHello sends h with fds.
