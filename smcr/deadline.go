@@ -23,13 +23,14 @@ func newDeadline() *deadline { return &deadline{cancel: make(chan struct{})} }
 
 // set arms the deadline for t; the zero time means none.
 func (d *deadline) set(t time.Time) {
-	if d.setLocked(t) && d.onFire != nil {
+	if d.arm(t) && d.onFire != nil {
 		d.onFire()
 	}
 }
 
-// setLocked is set; it reports whether the deadline has passed already.
-func (d *deadline) setLocked(t time.Time) (passed bool) {
+// arm is set under mu, without onFire; it reports whether t has passed
+// already.
+func (d *deadline) arm(t time.Time) (passed bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.timer != nil && !d.timer.Stop() {
@@ -63,11 +64,7 @@ func (d *deadline) setLocked(t time.Time) (passed bool) {
 }
 
 // passed reports whether the deadline has passed.
-func (d *deadline) passed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return isClosed(d.cancel)
-}
+func (d *deadline) passed() bool { return isClosed(d.wait()) }
 
 // wait returns the channel that is closed when the deadline passes.
 func (d *deadline) wait() <-chan struct{} {
@@ -85,7 +82,7 @@ func (d *deadline) stop() {
 	}
 }
 
-func isClosed(c chan struct{}) bool {
+func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true

@@ -127,6 +127,7 @@ func (s *smcConn) waitRoom(want int) error {
 		s.mu.Lock()
 		err := s.writeErrLocked()
 		k := s.roomLocked(want)
+		l := s.lnk
 		s.mu.Unlock()
 		if err != nil {
 			return err
@@ -135,17 +136,18 @@ func (s *smcConn) waitRoom(want int) error {
 			return nil
 		}
 		s.countTxFull()
-		if !s.awaitWritable() {
+		if !s.awaitWritable(l) {
 			return os.ErrDeadlineExceeded
 		}
 	}
 }
 
 // awaitWritable waits for room (the peer's consumer update, which the
-// receive path brings: the device must be served meanwhile, see
-// device.BeginWait) and reports false once the write deadline has passed.
-func (s *smcConn) awaitWritable() bool {
-	if l := s.link(); l != nil {
+// receive path brings: the device of the connection's link l must be
+// served meanwhile, see device.BeginWait) and reports false once the
+// write deadline has passed.
+func (s *smcConn) awaitWritable(l *link) bool {
+	if l != nil {
 		l.dev.dev.BeginWait()
 		defer l.dev.dev.EndWait(nil)
 	}

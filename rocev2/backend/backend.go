@@ -3,6 +3,8 @@ package backend
 import (
 	"errors"
 	"net/netip"
+	"os"
+	"time"
 
 	"github.com/goroce/goroce/rocev2"
 )
@@ -137,14 +139,8 @@ func HardwareAddrOf(b Backend) ([6]byte, bool) {
 		switch v := b.(type) {
 		case NIC:
 			return v.HardwareAddr(), true
-		case *pollingDecorator:
-			b = v.Backend
-		case *busyPollingDecorator:
-			b = v.Backend
-		case *lendingDecorator:
-			b = v.Backend
-		case *busyLendingDecorator:
-			b = v.Backend
+		case interface{ decorated() Backend }: // KeepPolling's, of every kind
+			b = v.decorated()
 		case interface{ Unwrap() Backend }:
 			b = v.Unwrap()
 		default:
@@ -249,6 +245,30 @@ type Lendable interface {
 	Interrupt()
 }
 
+// ReadDeadliner is a descriptor a receive loop sleeps on in Go's runtime
+// poller (a socket, an epoll set's file).
+type ReadDeadliner interface{ SetReadDeadline(time.Time) error }
+
+// InterruptRead is Interrupt for a backend whose ServeUntil sleeps in the
+// runtime poller's read of f: it moves f's read deadline into the past,
+// which ends that read, or else the next one, with os.ErrDeadlineExceeded
+// (see Interrupted).
+func InterruptRead(f ReadDeadliner) { f.SetReadDeadline(longAgo) }
+
+// Interrupted reports whether err is what InterruptRead made a read of f
+// return, and if so re-opens f for the next read: the caller returns nil
+// from ServeUntil, whose caller looks again at its done.
+func Interrupted(f ReadDeadliner, err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	f.SetReadDeadline(time.Time{})
+	return true
+}
+
+// longAgo is a deadline that has passed.
+var longAgo = time.Unix(1, 0)
+
 // KeepPolling is for backends that decorate another (a capture tap, a fault
 // injector): it returns b, the decorator, able to poll when inner can. Its
 // Serve serves inner, and its TryReceive receives from inner and hands
@@ -265,34 +285,30 @@ func KeepPolling(b, inner Backend, received func([]Incoming)) Backend {
 	lp, lend := inner.(Lendable)
 	switch {
 	case busy && lend:
-		return &busyLendingDecorator{busyPollingDecorator{d, bp}, lp}
+		return &busyLendingDecorator{&busyPollingDecorator{d, bp}, lender{lp}}
 	case lend:
-		return &lendingDecorator{d, lp}
+		return &lendingDecorator{d, lender{lp}}
 	case busy:
 		return &busyPollingDecorator{d, bp}
 	}
 	return d
 }
 
+// lender passes a decorated Lendable's methods through.
+type lender struct{ lend Lendable }
+
+func (p lender) ServeUntil(drain, done func() bool) error { return p.lend.ServeUntil(drain, done) }
+func (p lender) Interrupt()                               { p.lend.Interrupt() }
+
 type lendingDecorator struct {
 	*pollingDecorator
-	lend Lendable
+	lender
 }
-
-func (p *lendingDecorator) ServeUntil(drain, done func() bool) error {
-	return p.lend.ServeUntil(drain, done)
-}
-func (p *lendingDecorator) Interrupt() { p.lend.Interrupt() }
 
 type busyLendingDecorator struct {
-	busyPollingDecorator
-	lend Lendable
+	*busyPollingDecorator
+	lender
 }
-
-func (p *busyLendingDecorator) ServeUntil(drain, done func() bool) error {
-	return p.lend.ServeUntil(drain, done)
-}
-func (p *busyLendingDecorator) Interrupt() { p.lend.Interrupt() }
 
 // pollingDecorator is a decorating Backend that polls through its inner one.
 type pollingDecorator struct {
@@ -310,6 +326,10 @@ func (p *busyPollingDecorator) BeginBusyPoll()    { p.busy.BeginBusyPoll() }
 func (p *busyPollingDecorator) EndBusyPoll() bool { return p.busy.EndBusyPoll() }
 
 func (p *pollingDecorator) Serve(drain func() bool) error { return p.inner.Serve(drain) }
+
+// decorated is the decorator KeepPolling was given (HardwareAddrOf looks
+// through it).
+func (p *pollingDecorator) decorated() Backend { return p.Backend }
 
 func (p *pollingDecorator) TryReceive(pkts []Incoming) (int, error) {
 	n, err := p.inner.TryReceive(pkts)

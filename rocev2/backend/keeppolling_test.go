@@ -34,19 +34,43 @@ type busyPoller struct {
 func (b busyPoller) BeginBusyPoll()    { *b.calls = append(*b.calls, "begin") }
 func (b busyPoller) EndBusyPoll() bool { *b.calls = append(*b.calls, "end"); return true }
 
+type lendable struct {
+	poller
+	calls *[]string
+}
+
+func (l lendable) ServeUntil(func() bool, func() bool) error {
+	*l.calls = append(*l.calls, "serve until")
+	return nil
+}
+func (l lendable) Interrupt() { *l.calls = append(*l.calls, "interrupt") }
+
+type busyLendable struct{ lendable }
+
+func (b busyLendable) BeginBusyPoll()    { *b.calls = append(*b.calls, "begin") }
+func (b busyLendable) EndBusyPoll() bool { *b.calls = append(*b.calls, "end"); return true }
+
+// nic is a decorator that owns an interface, as afpacket does.
+type nic struct{ plain }
+
+func (nic) HardwareAddr() [6]byte { return [6]byte{2, 0, 0, 0, 0, 1} }
+
 // A decorator polls as its inner backend does, no more and no less: it is
 // a Poller only over one, a BusyPoller only over one, and what it
-// receives by polling passes through its received hook.
+// receives by polling passes through its received hook. It is Lendable
+// only over a Lendable, and whatever it is, HardwareAddrOf sees through it.
 func TestKeepPolling(t *testing.T) {
 	var calls []string
 	cases := []struct {
-		name       string
-		inner      backend.Backend
-		poll, busy bool
+		name             string
+		inner            backend.Backend
+		poll, busy, lend bool
 	}{
-		{"plain", plain{}, false, false},
-		{"poller", poller{}, true, false},
-		{"busy poller", busyPoller{calls: &calls}, true, true},
+		{"plain", plain{}, false, false, false},
+		{"poller", poller{}, true, false, false},
+		{"busy poller", busyPoller{calls: &calls}, true, true, false},
+		{"lendable", lendable{calls: &calls}, true, false, true},
+		{"busy and lendable", busyLendable{lendable{calls: &calls}}, true, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +82,11 @@ func TestKeepPolling(t *testing.T) {
 			require.Equal(t, tc.poll, ok, "a Poller")
 			bp, ok := b.(backend.BusyPoller)
 			require.Equal(t, tc.busy, ok, "a BusyPoller")
+			lp, ok := b.(backend.Lendable)
+			require.Equal(t, tc.lend, ok, "a Lendable")
+			mac, ok := backend.HardwareAddrOf(backend.KeepPolling(nic{}, tc.inner, func([]backend.Incoming) {}))
+			require.True(t, ok, "HardwareAddrOf sees through the decorator")
+			require.Equal(t, nic{}.HardwareAddr(), mac)
 			if !tc.poll {
 				require.Equal(t, backend.Backend(outer), b, "returned as it is")
 				return
@@ -70,6 +99,12 @@ func TestKeepPolling(t *testing.T) {
 				bp.BeginBusyPoll()
 				require.True(t, bp.EndBusyPoll())
 				require.Equal(t, []string{"begin", "end"}, calls, "forwarded to inner")
+			}
+			if tc.lend {
+				calls = nil
+				require.NoError(t, lp.ServeUntil(func() bool { return false }, nil))
+				lp.Interrupt()
+				require.Equal(t, []string{"serve until", "interrupt"}, calls, "forwarded to inner")
 			}
 		})
 	}

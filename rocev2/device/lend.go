@@ -45,13 +45,15 @@ type lendState struct {
 	srv   backend.Lendable // nil: the backend cannot be lent
 	drain func() bool      // d.drain(srv), with inDrain set around it
 
-	mu      sync.Mutex
-	server  serverKind
-	waiters int  // goroutines between BeginWait (or a WaitOn that did not serve) and EndWait, want aside
-	closed  bool // Close has begun: nobody lends any more
+	mu     sync.Mutex
+	server serverKind
+	closed bool // Close has begun: nobody lends any more
+	// waiters: goroutines between BeginWait (or a WaitOn that did not
+	// serve) and EndWait, want aside. Changed under mu; stepAside reads
+	// it without.
+	waiters atomic.Int32
 
 	want    atomic.Pointer[Waiter] // a reader waiting while the receive goroutine serves
-	nwait   atomic.Int32           // waiters, for stepAside outside mu
 	inDrain atomic.Bool            // the server is in a receive batch: it looks at ready after it
 	stepped bool                   // the receive goroutine's stepAside said yes (its own)
 	resume  chan struct{}          // cap 1: the receive goroutine serves again
@@ -144,7 +146,7 @@ func (d *Device) WaitOn(w *Waiter) bool {
 			d.Counters.LinkDowned.Add(1)
 		}
 		l.resumeLocked() // the receive goroutine sees the error for itself
-	case l.waiters > 0 || l.closed:
+	case l.waiters.Load() > 0 || l.closed:
 		l.resumeLocked()
 	default:
 		l.server = servedByNobody
@@ -184,9 +186,7 @@ func (d *Device) EndWait(w *Waiter) {
 
 // addWaiterLocked counts waiters; the first one resumes a pending device.
 func (l *lendState) addWaiterLocked(n int) {
-	l.waiters += n
-	l.nwait.Store(int32(l.waiters))
-	if l.waiters > 0 && l.server == servedByNobody {
+	if l.waiters.Add(int32(n)) > 0 && l.server == servedByNobody {
 		l.resumeLocked()
 	}
 }
@@ -204,7 +204,7 @@ func (l *lendState) resumeLocked() {
 // the reader that wants it has its data and nobody else waits.
 func (l *lendState) stepAside() bool {
 	w := l.want.Load()
-	l.stepped = w != nil && l.nwait.Load() == 0 && w.ready()
+	l.stepped = w != nil && l.waiters.Load() == 0 && w.ready()
 	return l.stepped
 }
 
@@ -225,7 +225,7 @@ func (d *Device) serveLent() {
 			continue // an interrupt meant for a lender that has left
 		}
 		l.mu.Lock()
-		if l.waiters > 0 || l.closed {
+		if l.waiters.Load() > 0 || l.closed {
 			l.mu.Unlock()
 			continue
 		}

@@ -3,7 +3,6 @@ package shm
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"time"
 
@@ -62,14 +61,10 @@ func (b *Backend) ServeUntil(drain, done func() bool) error {
 	return b.serve(drain, done)
 }
 
-// Interrupt is backend.Lendable's: it ends the runtime poller's read that
-// serve sleeps in by moving its deadline into the past (the read then
-// fails with os.ErrDeadlineExceeded, which serve takes for an interrupt);
-// a serve not yet asleep returns at its first sleep.
-func (b *Backend) Interrupt() { b.wait.file.SetReadDeadline(longAgo) }
-
-// longAgo is a deadline that has passed.
-var longAgo = time.Unix(1, 0)
+// Interrupt is backend.Lendable's: it ends the runtime poller's read of
+// the epoll set that serve sleeps in (backend.InterruptRead); a serve not
+// yet asleep returns at its first sleep.
+func (b *Backend) Interrupt() { backend.InterruptRead(b.wait.file) }
 
 // serve runs drain inside the runtime poller's read of the waiter's epoll
 // set until done (nil: never) reports true or the backend closes. The
@@ -85,10 +80,7 @@ func (b *Backend) serve(drain, done func() bool) error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// Interrupt: re-open the wait for the next serve, whose caller
-		// looks again at what its done reports before it sleeps.
-		b.wait.file.SetReadDeadline(time.Time{})
+	if backend.Interrupted(b.wait.file, err) {
 		return nil
 	}
 	if err != nil {

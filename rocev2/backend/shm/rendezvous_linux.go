@@ -134,7 +134,8 @@ func (b *Backend) answer(c *net.UnixConn) {
 
 func (b *Backend) answerHello(c *net.UnixConn) (*pairing, error) {
 	c.SetDeadline(time.Now().Add(rendezvousTimeout))
-	if err := b.checkPeer(c); err != nil {
+	sameUser, err := b.checkPeer(c)
+	if err != nil {
 		return nil, err
 	}
 	h, fds, err := readHello(c)
@@ -162,7 +163,7 @@ func (b *Backend) answerHello(c *net.UnixConn) (*pairing, error) {
 	if err != nil {
 		return refuse(statusRefused, err)
 	}
-	pr, err := b.pairWith(p, c, h, mine, fds)
+	pr, err := b.pairWith(p, c, h, mine, fds, sameUser)
 	fds = [2]int{-1, -1} // pairWith took them
 	if err != nil {
 		mine.close()
@@ -239,8 +240,8 @@ func (b *Backend) admitted(p *peer) {
 }
 
 // pairWith checks and maps the peer's ring and doorbell (fds, which it
-// takes over) and makes the pairing.
-func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]int) (*pairing, error) {
+// takes over) and makes the pairing; sameUser is checkPeer's verdict.
+func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]int, sameUser bool) (*pairing, error) {
 	inMem, ino, err := mapPeerRing(fds[0], h.ringSize)
 	if err != nil {
 		closeFD(fds[1])
@@ -258,7 +259,7 @@ func (b *Backend) pairWith(p *peer, c *net.UnixConn, h hello, mine half, fds [2]
 		return nil, err
 	}
 	pr := newPairing(b, p, c, h, mine, inMem, fds[1])
-	pr.bell.raw = b.sameUser(c)
+	pr.bell.raw = sameUser
 	pr.out.race, pr.in.race = raceToken(mine.ino), raceToken(ino)
 	return pr, nil
 }
@@ -319,7 +320,8 @@ func (b *Backend) dialHello(p *peer) (*pairing, error) {
 func (b *Backend) dialOn(ctx context.Context, p *peer, c *net.UnixConn) (*pairing, error) {
 	deadline, _ := ctx.Deadline()
 	c.SetDeadline(deadline)
-	if err := b.checkPeer(c); err != nil {
+	sameUser, err := b.checkPeer(c)
+	if err != nil {
 		b.stats.refused.Add(1)
 		return nil, err
 	}
@@ -355,7 +357,7 @@ func (b *Backend) dialOn(ctx context.Context, p *peer, c *net.UnixConn) (*pairin
 		mine.close()
 		return nil, fmt.Errorf("shm: the peer refused to pair (status %d)", reply.status)
 	}
-	pr, err := b.pairWith(p, c, reply, mine, fds)
+	pr, err := b.pairWith(p, c, reply, mine, fds, sameUser)
 	if err != nil {
 		b.stats.refused.Add(1)
 		mine.close()
@@ -416,41 +418,27 @@ func (b *Backend) watch(pr *pairing) {
 }
 
 // checkPeer checks who is at the other end of c: the user that connected
-// to our socket, or that bound the socket we connected to.
-func (b *Backend) checkPeer(c *net.UnixConn) error {
-	cred, err := peerCred(c)
-	if err != nil {
-		return err
-	}
-	if cred.Uid != b.uid && !slices.Contains(b.cfg.AllowUIDs, cred.Uid) {
-		return fmt.Errorf("shm: peer process %d belongs to uid %d, not to this user (%d); Config.AllowUIDs admits other users", cred.Pid, cred.Uid, b.uid)
-	}
-	return nil
-}
-
-// sameUser reports whether the process at the other end of c is this
-// process's user's (false when that cannot be told).
-func (b *Backend) sameUser(c *net.UnixConn) bool {
-	cred, err := peerCred(c)
-	return err == nil && cred.Uid == b.uid
-}
-
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+// to our socket, or that bound the socket we connected to. It reports
+// whether that is this process's own user (not one of Config.AllowUIDs).
+func (b *Backend) checkPeer(c *net.UnixConn) (sameUser bool, err error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := rc.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return nil, err
+		return false, err
 	}
 	if cerr != nil {
-		return nil, fmt.Errorf("shm: SO_PEERCRED: %w", cerr)
+		return false, fmt.Errorf("shm: SO_PEERCRED: %w", cerr)
 	}
-	return cred, nil
+	if cred.Uid != b.uid && !slices.Contains(b.cfg.AllowUIDs, cred.Uid) {
+		return false, fmt.Errorf("shm: peer process %d belongs to uid %d, not to this user (%d); Config.AllowUIDs admits other users", cred.Pid, cred.Uid, b.uid)
+	}
+	return cred.Uid == b.uid, nil
 }
 
 // writeHello sends h with fds.

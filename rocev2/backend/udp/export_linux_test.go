@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"errors"
 	"net"
 	"os"
 	"sync"
@@ -135,10 +136,14 @@ func (k *FakeKernel) interrupt() {
 	k.mu.Unlock()
 }
 
-func (k *FakeKernel) interrupted() {
+func (k *FakeKernel) interrupted(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.kicked = false
-	k.mu.Unlock()
+	return true
 }
 
 func (k *FakeKernel) close() {

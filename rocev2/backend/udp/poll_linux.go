@@ -1,15 +1,8 @@
 package udp
 
 import (
-	"errors"
-	"os"
-	"time"
-
 	"github.com/goroce/goroce/rocev2/backend"
 )
-
-// longAgo is a deadline that has passed.
-var longAgo = time.Unix(1, 0)
 
 var _ backend.Poller = (*Backend)(nil)
 
@@ -35,8 +28,7 @@ func (b *Backend) ServeUntil(drain, done func() bool) error {
 	switch {
 	case b.closed.Load():
 		return errClosed
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		b.rx.kernel.interrupted() // re-open the read for the next serve
+	case b.rx.kernel.interrupted(err):
 		return nil
 	case err != nil:
 		return b.ioError("wait", err)
@@ -44,10 +36,10 @@ func (b *Backend) ServeUntil(drain, done func() bool) error {
 	return nil
 }
 
-// Interrupt is backend.Lendable's: it moves the socket's read deadline
-// into the past, which ends the runtime poller's read that ServeUntil
-// sleeps in (or the next one's) with os.ErrDeadlineExceeded. Receiving
-// without waiting (TryReceive) does not look at deadlines.
+// Interrupt is backend.Lendable's: it ends the runtime poller's read of
+// the socket that ServeUntil sleeps in, or the next one's
+// (backend.InterruptRead). Receiving without waiting (TryReceive) does
+// not look at deadlines.
 func (b *Backend) Interrupt() { b.rx.kernel.interrupt() }
 
 // TryReceive is Receive without waiting: it hands out what is left of the

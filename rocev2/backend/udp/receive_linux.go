@@ -1,8 +1,6 @@
 package udp
 
 import (
-	"time"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rocev2/backend"
@@ -113,11 +111,11 @@ type rxKernel interface {
 	recvmmsg(hdrs []unix.Mmsghdr, wait bool) (int, error)
 	// serve calls drain while it reports more, and parks between calls
 	// until a datagram may be waiting, until the socket is closed, done
-	// (nil: never) reports true (nil), or interrupt is called
-	// (os.ErrDeadlineExceeded, after which interrupted re-opens it).
+	// (nil: never) reports true (nil), or interrupt is called (an error
+	// for which interrupted reports true, having re-opened the wait).
 	serve(drain, done func() bool) error
 	interrupt()
-	interrupted()
+	interrupted(err error) bool
 	// close wakes what waits in the two above (the backend is closing).
 	close()
 }
@@ -140,8 +138,8 @@ func (k socketKernel) serve(drain, done func() bool) error {
 	return b.rc.Read(b.rx.readFn)
 }
 
-func (k socketKernel) interrupt()   { k.b.conn.SetReadDeadline(longAgo) }
-func (k socketKernel) interrupted() { k.b.conn.SetReadDeadline(time.Time{}) }
+func (k socketKernel) interrupt()                 { backend.InterruptRead(k.b.conn) }
+func (k socketKernel) interrupted(err error) bool { return backend.Interrupted(k.b.conn, err) }
 
 // close does nothing: closing the socket wakes the runtime poller.
 func (k socketKernel) close() {}
