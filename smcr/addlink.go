@@ -81,7 +81,8 @@ func (g *linkGroup) linkAdded(l *link, t lgrType) {
 		g.redundant.Store(true)
 		l.state.Store(int32(linkActive))
 		g.setTypeLocked(t, l)
-		g.wantLinks = max(g.wantLinks, g.activeLinksLocked())
+		// Not the three of a replacement: its asymmetric link goes.
+		g.wantLinks = min(max(g.wantLinks, g.activeLinksLocked()), addLinksMax)
 		g.relinkWait = g.relinkBase()
 	}
 	g.mu.Unlock()
@@ -111,10 +112,12 @@ func (g *linkGroup) setTypeLocked(t lgrType, asym *link) {
 // freeSlotLocked returns a slot for a link of type t (Linux's
 // smc_llc_alloc_alt_link): none in a symmetric group, nor for another
 // asymmetric link in a group of two; an asymmetric link takes the last
-// free slot, a symmetric one the first. mu is held.
+// free slot, a symmetric one the first. A symmetric link may join an
+// asymmetric group of two (the third slot): it replaces the asymmetric
+// link, which is deleted once it is up (retireAsym). mu is held.
 func (g *linkGroup) freeSlotLocked(t lgrType) int {
 	asym := t == lgrAsymLocal || t == lgrAsymPeer
-	if g.typ == lgrSymmetric || (g.typ != lgrSingle && asym) || g.activeLinksLocked() >= addLinksMax {
+	if g.typ == lgrSymmetric || (g.typ != lgrSingle && asym) || g.symLinksLocked() >= addLinksMax {
 		return -1
 	}
 	for k := range maxLinks {
@@ -130,8 +133,8 @@ func (g *linkGroup) freeSlotLocked(t lgrType) int {
 }
 
 // altDeviceLocked returns a device of the stack for a link beside from:
-// one that no link of the group uses and that is not down (nil: none).
-// mu is held.
+// one that is not down and that no link of the group uses but an
+// asymmetric one (which the new link replaces); nil: none. mu is held.
 func (g *linkGroup) altDeviceLocked(from *link) *smcDevice {
 	for _, d := range g.st.devs {
 		if d == from.dev || !d.up() {
@@ -139,7 +142,7 @@ func (g *linkGroup) altDeviceLocked(from *link) *smcDevice {
 		}
 		used := false
 		for _, l := range g.links {
-			used = used || (l != nil && !l.down.Load() && l.dev == d)
+			used = used || (l != nil && !l.down.Load() && !l.asym && l.dev == d)
 		}
 		if !used {
 			return d
@@ -334,7 +337,62 @@ func (g *linkGroup) serverAddLink(req *llcIn) {
 		return
 	}
 	ok = true
+	g.mu.Lock()
+	asym := g.asymLinkLocked()
+	g.mu.Unlock()
 	g.linkAdded(nl, t)
+	if t == lgrSymmetric && asym != nil && !nl.down.Load() {
+		g.retireAsym(asym)
+	}
+}
+
+// retireAsym deletes the asymmetric link a symmetric one replaced
+// (Linux's smc_llc_delete_asym_link, the server's part): as a failed
+// link is, by the same flow (its connections move, the client is told,
+// it is cleared), so that whatever it still carried is written again on
+// the link its connections move to; only the DELETE_LINK's reason,
+// NO_ASYM_NEEDED, and the counters tell the two apart.
+func (g *linkGroup) retireAsym(asym *link) {
+	asym.retired.Store(true)
+	asym.fail(errAsymReplaced)
+}
+
+var errAsymReplaced = errors.New("smcr: a symmetric link replaced the asymmetric one")
+
+// asymLinkLocked returns the group's asymmetric link, or nil. mu is held.
+func (g *linkGroup) asymLinkLocked() *link {
+	for _, l := range g.links {
+		if l != nil && l.asym && !l.down.Load() {
+			return l
+		}
+	}
+	return nil
+}
+
+// symLinksLocked counts the links, up or being set up, that are not
+// asymmetric. mu is held.
+func (g *linkGroup) symLinksLocked() int {
+	n := 0
+	for _, l := range g.links {
+		if l != nil && !l.down.Load() && !l.asym {
+			n++
+		}
+	}
+	return n
+}
+
+// canReplaceAsymLocked reports whether a group whose two links share a
+// device of this side (asymmetric local) could now have a symmetric one:
+// another device of this side is up again, and no link but the
+// asymmetric one uses it (Linux's smcr_port_add, which starts an
+// ADD_LINK flow for such groups when a port comes up). The peer of an
+// asymmetric-peer group asks for it itself. mu is held.
+func (g *linkGroup) canReplaceAsymLocked() bool {
+	if g.typ != lgrAsymLocal {
+		return false
+	}
+	l := g.usableLinkLocked()
+	return l != nil && g.altDeviceLocked(l) != nil
 }
 
 // addLinkPairs returns the rkey pairs of an ADD_LINK's v2 extension.
@@ -543,10 +601,14 @@ func (g *linkGroup) askWithLocked() (*link, *smcDevice) {
 
 // usableLinkLocked is usableLink with mu held.
 func (g *linkGroup) usableLinkLocked() *link {
+	var asym *link
 	for _, l := range g.links {
 		if l != nil && l.active() {
-			return l
+			if !l.asym {
+				return l
+			}
+			asym = l
 		}
 	}
-	return nil
+	return asym
 }

@@ -33,7 +33,9 @@ import (
 func (g *linkGroup) linksFailed() {
 	for _, l := range g.linkList() {
 		if l.down.Load() && l.confirmed.Load() && l.cleared.CompareAndSwap(false, true) {
-			g.st.count(&g.st.stats.linksFailed)
+			if !l.retired.Load() {
+				g.st.count(&g.st.stats.linksFailed)
+			}
 			g.spawn(func() { g.linkDown(l) })
 		}
 	}
@@ -51,6 +53,9 @@ func (g *linkGroup) linkDown(l *link) {
 		return // a DELETE_LINK of the peer's cleared it meanwhile
 	}
 	f := smcwire.DeleteLinkFields{LinkNum: l.id, Reason: smcwire.DelLostPath}
+	if l.retired.Load() {
+		f.Reason = smcwire.DelNoAsymNeeded
+	}
 	msg := smcwire.AppendDeleteLink(nil, g.v2, smcwire.LLCFlagDeleteOrderly, &f)
 	if g.role == roleServer {
 		g.drainResp()
@@ -73,8 +78,12 @@ func (g *linkGroup) peerDeletesLink(l *link, m []byte) {
 	d := smcwire.DeleteLink(m)
 	del := g.linkByID(d.LinkNum())
 	if del != nil && del.cleared.CompareAndSwap(false, true) {
+		if d.Reason() == smcwire.DelNoAsymNeeded {
+			del.retired.Store(true) // replaced, not failed
+		} else {
+			g.st.count(&g.st.stats.linksFailed)
+		}
 		del.fail(fmt.Errorf("smcr: the peer deleted link %d (%v)", del.id, d.Reason()))
-		g.st.count(&g.st.stats.linksFailed)
 		if g.switchAway(del) == nil {
 			return
 		}

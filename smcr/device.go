@@ -35,10 +35,14 @@ type smcDevice struct {
 
 	mu    sync.Mutex
 	links map[uint32]*link // by QP number: completions that name no handler, and a device that goes down
-	// downUntil (mono) is until when the device is taken to be down: a
-	// send failed because its address is gone (as a port error on
-	// Linux). No link is added on it before then; afterwards a new
-	// link's own sends tell whether the address is back.
+	// gone: a send failed because the device's address is gone (as a
+	// port error on Linux); no link is added on it until a look at the
+	// interfaces finds the address again (recheck), the first after
+	// downHold, at downUntil (mono), and every downHold after it. A
+	// device up again on a timer alone would take a link that cannot
+	// send, or answer an ADD_LINK with it where its other device made an
+	// asymmetric link.
+	gone      atomic.Bool
 	downUntil atomic.Int64
 	downHold  time.Duration // deviceDownHold, or a test's
 	assigned  func(netip.Addr) bool
@@ -51,7 +55,8 @@ var devices = struct {
 }{m: map[netip.AddrPort]*smcDevice{}}
 
 // deviceDownHold is how long a device whose sends failed for want of its
-// address counts as down.
+// address counts as down before a look at the interfaces, and how often
+// it looks again until the address is back.
 const deviceDownHold = 5 * time.Second
 
 // acquireDevice returns the device at key, opening it on first use, with
@@ -192,13 +197,31 @@ func (d *smcDevice) onOrphan(wc *cq.WC) {
 }
 
 // up reports whether the device is not taken to be down.
-func (d *smcDevice) up() bool { return mono() >= d.downUntil.Load() }
+func (d *smcDevice) up() bool { return !d.gone.Load() }
+
+// recheck looks whether a device that went down has its address again,
+// once downHold has passed since the last look; then it is up. Without
+// any lock held: the look at the interfaces is a system call. The
+// groups' workers call it on their ticks (at most one of them looks).
+func (d *smcDevice) recheck() {
+	if !d.gone.Load() {
+		return
+	}
+	now, until := mono(), d.downUntil.Load()
+	if now < until || !d.downUntil.CompareAndSwap(until, now+int64(d.downHold)) {
+		return
+	}
+	if d.assigned(d.key.Addr()) {
+		d.gone.Store(false)
+	}
+}
 
 // wentDown takes every link on the device down: its address is gone, so
 // nothing it sends arrives, and its connections are better off on
 // another link at once than after TEST_LINK finds out.
 func (d *smcDevice) wentDown(err error) {
 	d.downUntil.Store(mono() + int64(d.downHold))
+	d.gone.Store(true)
 	d.mu.Lock()
 	ls := make([]*link, 0, len(d.links))
 	for _, l := range d.links {

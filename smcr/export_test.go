@@ -27,8 +27,8 @@ func OrderFailover(cfg *Config, hold, answered func()) {
 }
 
 // AddressesGone makes the devices cfg's stacks open take assigned for
-// the look at the host's interfaces, and count as down only hold after a
-// send failed for want of their address.
+// the look at the host's interfaces, and look again hold after a send
+// failed for want of their address (and every hold until it is back).
 func AddressesGone(cfg *Config, assigned func(netip.Addr) bool, hold time.Duration) {
 	cfg.hooks.addrAssigned, cfg.hooks.deviceDownHold = assigned, hold
 }

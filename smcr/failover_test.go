@@ -49,13 +49,15 @@ func (lp *linkPair) takeAway(on bool, addrs ...netip.Addr) {
 	}
 }
 
-// connLink returns the path (0 or 1) of the link c sends on, by its local
-// device.
-func (lp *linkPair) connLink(t testing.TB, c net.Conn) int {
+// pathOf returns the path (0 or 1) of the link c sends on, by its local
+// device, or -1 while c is between links: its link was taken out of the
+// group and the move to the other one has not finished.
+func (lp *linkPair) pathOf(t testing.TB, c net.Conn) int {
 	t.Helper()
 	_, ls := linksOf(t, c)
-	require.NotEmpty(t, ls)
-	require.True(t, ls[0].InUse)
+	if len(ls) == 0 || !ls[0].InUse {
+		return -1
+	}
 	for i := range 2 {
 		if ls[0].Device.Addr() == lp.srv[i] || ls[0].Device.Addr() == lp.cli[i] {
 			return i
@@ -63,6 +65,20 @@ func (lp *linkPair) connLink(t testing.TB, c net.Conn) int {
 	}
 	t.Fatalf("link on device %v is on no path of the pair", ls[0].Device)
 	return -1
+}
+
+// connLink is pathOf for a connection that must be on a link now.
+func (lp *linkPair) connLink(t testing.TB, c net.Conn) int {
+	t.Helper()
+	i := lp.pathOf(t, c)
+	require.NotEqual(t, -1, i, "the connection is on no link of its group")
+	return i
+}
+
+// movedOff waits until c sends on the path other than i.
+func (lp *linkPair) movedOff(t *testing.T, c net.Conn, i int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() bool { return lp.pathOf(t, c) == 1-i })
 }
 
 // When the path of a connection's link is cut in the middle of a transfer
@@ -137,11 +153,12 @@ func TestLinkFlapping(t *testing.T) {
 			for range 3 {
 				i := lp.connLink(t, c)
 				lp.takeAway(true, lp.path(i)...)
-				waitFor(t, 30*time.Second, func() bool { return lp.connLink(t, c) != i })
+				lp.movedOff(t, c, i)
 				moves++
 				lp.takeAway(false, lp.path(i)...)
-				waitLinks(t, c, 2)
-				waitLinks(t, s, 2)
+				// Both paths again (an asymmetric link added while the
+				// path was gone is replaced): the next cut leaves one.
+				waitSymmetric(t, c, s)
 			}
 			select {
 			case err := <-done:
@@ -154,6 +171,57 @@ func TestLinkFlapping(t *testing.T) {
 			require.GreaterOrEqual(t, smcr.StatsOf(c.(*smcr.Conn)).LinksAdded, uint64(4), "the link came back each time")
 		})
 	}
+}
+
+// When the path of a connection's link goes while only the client's
+// device has lost its address, the server's new link (on its own device
+// of that path, which still works) can only land on the client's
+// surviving device: an asymmetric group (the client's two links share its
+// device). When the client's address is back, the client asks for a link,
+// the server adds a symmetric one on the path that came back and deletes
+// the asymmetric link (NO_ASYM_NEEDED): the group is symmetric again, so
+// that losing the other path later does not end it. The stream stays
+// byte-exact throughout, and the replaced link is not counted as failed.
+func TestAsymmetricLinkReplaced(t *testing.T) {
+	noLeaks(t)
+	lp := newLinkPair(t, false, nil)
+	c, s := lp.dialTwoLinks(t)
+	i := lp.connLink(t, c)
+	done := make(chan error, 1)
+	go func() { done <- transfer(t, c, s, 16<<20) }()
+	lp.paths.remove(true, lp.cli[i])
+	lp.movedOff(t, c, i)
+	waitFor(t, 30*time.Second, func() bool {
+		ct, _ := linksOf(t, c)
+		st, _ := linksOf(t, s)
+		return ct == "ASYMMETRIC_LOCAL" && st == "ASYMMETRIC_PEER"
+	})
+	failed := smcr.StatsOf(c.(*smcr.Conn)).LinksFailed + smcr.StatsOf(s.(*smcr.Conn)).LinksFailed
+
+	lp.paths.remove(false, lp.cli[i])
+	waitSymmetric(t, c, s)
+	_, ls := linksOf(t, c)
+	require.NotEqual(t, ls[0].Device, ls[1].Device, "the client's two links are on its two devices")
+	_, ls = linksOf(t, s)
+	require.NotEqual(t, ls[0].Device, ls[1].Device, "the server's two links are on its two devices")
+	require.Equal(t, failed, smcr.StatsOf(c.(*smcr.Conn)).LinksFailed+smcr.StatsOf(s.(*smcr.Conn)).LinksFailed,
+		"the replaced asymmetric link is not a failure")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second): // hang guard
+		t.Fatal("the transfer did not end")
+	}
+
+	// A path goes now: a new connection of the group on it moves to the
+	// other path, and the group lives on.
+	c2, s2 := lp.dial(t)
+	j := lp.connLink(t, c2)
+	lp.paths.remove(true, lp.path(j)...)
+	go func() { done <- transfer(t, c2, s2, 4<<20) }()
+	lp.movedOff(t, c2, j)
+	require.NoError(t, <-done)
+	requireMode(t, c2, smcr.ModeSMCRv2)
 }
 
 // 200 connections on one link group, half on each link (they alternate),
@@ -276,7 +344,7 @@ func TestDeviceAddressGone(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- transfer(t, c, s, 8<<20) }()
 	lp.paths.remove(true, lp.srv[i])
-	waitFor(t, 30*time.Second, func() bool { return lp.connLink(t, c) != i })
+	lp.movedOff(t, c, i)
 	select {
 	case err := <-done:
 		require.NoError(t, err)

@@ -420,16 +420,13 @@ func (g *linkGroup) linkList() []*link {
 }
 
 // usableLink returns a link that can send (Linux's smc_llc_usable_link):
-// the first active one, nil when none is.
+// the first active one that is not asymmetric (the link a flow's peer
+// compares the new link's device with, and the one that stays), else the
+// asymmetric one; nil when none is active.
 func (g *linkGroup) usableLink() *link {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, l := range g.links {
-		if l != nil && l.active() {
-			return l
-		}
-	}
-	return nil
+	return g.usableLinkLocked()
 }
 
 // activeLinksLocked counts the active links. mu is held.
@@ -541,15 +538,19 @@ func (g *linkGroup) tickEvery() time.Duration {
 }
 
 // tick runs TEST_LINK on each link idle for the test interval, adds a
-// link again where one was lost, and ends a group that lingered long
+// link again where one was lost (or a symmetric one where an asymmetric
+// one can be replaced), and ends a group that lingered long
 // enough without connections.
 func (g *linkGroup) tick(now time.Time) {
+	for _, d := range g.st.devs {
+		d.recheck()
+	}
 	g.mu.Lock()
 	// A group still deleting rkeys is not idle yet: its peer waits for
 	// those flows as for the connections' ends.
 	ready, idle := g.ready, len(g.conns) == 0 && g.reserved == 0 && !g.deleting
 	lingered := idle && !g.idleSince.IsZero() && now.Sub(g.idleSince) >= g.linger
-	relink := ready && !g.ending && g.activeLinksLocked() < g.wantLinks && mono() >= g.relinkAt
+	relink := ready && !g.ending && (g.activeLinksLocked() < g.wantLinks || g.canReplaceAsymLocked()) && mono() >= g.relinkAt
 	g.mu.Unlock()
 	if !ready {
 		return

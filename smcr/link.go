@@ -73,6 +73,9 @@ type link struct {
 	dead     chan struct{} // closed when the link is down
 	downErr  error         // why, set before dead is closed
 	cleared  atomic.Bool   // a flow handles its failure
+	// retired: the link did not fail, a symmetric link replaced it (it
+	// was the asymmetric one): its DELETE_LINK says NO_ASYM_NEEDED.
+	retired atomic.Bool
 	// confirmed: the link was active (CONFIRM_LINK done); the group
 	// handles its failure, else the flow that sets it up does.
 	confirmed atomic.Bool

@@ -240,6 +240,8 @@ func (lp *linkPair) path(i int) []netip.Addr { return []netip.Addr{lp.srv[i], lp
 
 func newLinkPair(t *testing.T, mem bool, mod func(*smcr.Config)) *linkPair {
 	t.Helper()
+	events := &linkLog{t: t, start: time.Now()}
+	t.Cleanup(events.stop) // the first cleanup runs last: after the stacks closed
 	lp := &linkPair{mem: mem, paths: newPaths(t)}
 	var net *memlink.Network
 	if mem {
@@ -271,9 +273,46 @@ func newLinkPair(t *testing.T, mem bool, mod func(*smcr.Config)) *linkPair {
 		}
 		smcr.FastLinkChecks(c, time.Second, 100*time.Millisecond)
 		smcr.AddressesGone(c, func(a netip.Addr) bool { return !lp.paths.isGone(a) }, 50*time.Millisecond)
+		c.OnLink = events.event
 		if mod != nil {
 			mod(c)
 		}
 	})
 	return lp
+}
+
+// linkLog logs a test's link events, which go test shows when it fails:
+// what the groups did is the first thing a failover test's failure needs.
+type linkLog struct {
+	mu    sync.Mutex
+	t     *testing.T
+	start time.Time
+	done  bool // the test ended: logging now would panic
+}
+
+func (l *linkLog) event(e smcr.LinkEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return
+	}
+	what := "down"
+	if e.Up {
+		what = "up"
+	}
+	l.t.Logf("%8.3fs %s link %d %s on %v (peer %v), group %s%s", time.Since(l.start).Seconds(), e.Role, e.Link.ID, what,
+		e.Link.Device, e.Link.PeerGID, e.LinkGroupType, errSuffix(e.Err))
+}
+
+func (l *linkLog) stop() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }

@@ -55,6 +55,18 @@ func waitLinks(t *testing.T, c net.Conn, n int) {
 	})
 }
 
+// waitSymmetric waits until c's and s's group is SYMMETRIC with two
+// active links (and no third one being set up or deleted).
+func waitSymmetric(t *testing.T, c, s net.Conn) {
+	t.Helper()
+	for _, x := range []net.Conn{c, s} {
+		waitFor(t, 30*time.Second, func() bool {
+			typ, ls := linksOf(t, x)
+			return typ == "SYMMETRIC" && len(ls) == 2 && ls[0].State == "ACTIVE" && ls[1].State == "ACTIVE"
+		})
+	}
+}
+
 // With two devices on each side the server adds a second link after the
 // first contact, on the other devices (symmetric): both sides list two
 // active links, and new connections alternate between them.
