@@ -52,6 +52,7 @@ func TestValidateTakesBack(t *testing.T) {
 // doubled by every look while it was gone.
 func TestRelinkWithNoDeviceKeepsTheBackOff(t *testing.T) {
 	d1, d2 := &smcDevice{}, &smcDevice{}
+	d2.gone.Store(true)
 	d2.downUntil.Store(mono() + int64(time.Hour))
 	l := &link{dev: d1}
 	l.state.Store(int32(linkActive))
