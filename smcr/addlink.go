@@ -391,8 +391,8 @@ func (g *linkGroup) canReplaceAsymLocked() bool {
 	if g.typ != lgrAsymLocal {
 		return false
 	}
-	l := g.usableLinkLocked()
-	return l != nil && g.altDeviceLocked(l) != nil
+	l, _ := g.askWithLocked()
+	return l != nil
 }
 
 // addLinkPairs returns the rkey pairs of an ADD_LINK's v2 extension.

@@ -49,6 +49,18 @@ func (lp *linkPair) takeAway(on bool, addrs ...netip.Addr) {
 	}
 }
 
+// requireTransferred waits (a hang guard only) for a transfer running in
+// the background to end, and requires it to have succeeded.
+func requireTransferred(t *testing.T, done <-chan error, limit time.Duration) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(limit):
+		t.Fatal("the transfer did not end")
+	}
+}
+
 // pathOf returns the path (0 or 1) of the link c sends on, by its local
 // device, or -1 while c is between links: its link was taken out of the
 // group and the move to the other one has not finished.
@@ -160,12 +172,7 @@ func TestLinkFlapping(t *testing.T) {
 				// path was gone is replaced): the next cut leaves one.
 				waitSymmetric(t, c, s)
 			}
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(120 * time.Second): // hang guard
-				t.Fatal("the transfer did not end")
-			}
+			requireTransferred(t, done, 120*time.Second)
 			require.Equal(t, 3, moves)
 			requireMode(t, c, smcr.ModeSMCRv2)
 			require.GreaterOrEqual(t, smcr.StatsOf(c.(*smcr.Conn)).LinksAdded, uint64(4), "the link came back each time")
@@ -206,12 +213,7 @@ func TestAsymmetricLinkReplaced(t *testing.T) {
 	require.NotEqual(t, ls[0].Device, ls[1].Device, "the server's two links are on its two devices")
 	require.Equal(t, failed, smcr.StatsOf(c.(*smcr.Conn)).LinksFailed+smcr.StatsOf(s.(*smcr.Conn)).LinksFailed,
 		"the replaced asymmetric link is not a failure")
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(60 * time.Second): // hang guard
-		t.Fatal("the transfer did not end")
-	}
+	requireTransferred(t, done, 60*time.Second)
 
 	// A path goes now: a new connection of the group on it moves to the
 	// other path, and the group lives on.
@@ -220,7 +222,7 @@ func TestAsymmetricLinkReplaced(t *testing.T) {
 	lp.paths.remove(true, lp.path(j)...)
 	go func() { done <- transfer(t, c2, s2, 4<<20) }()
 	lp.movedOff(t, c2, j)
-	require.NoError(t, <-done)
+	requireTransferred(t, done, 60*time.Second)
 	requireMode(t, c2, smcr.ModeSMCRv2)
 }
 
@@ -345,12 +347,7 @@ func TestDeviceAddressGone(t *testing.T) {
 	go func() { done <- transfer(t, c, s, 8<<20) }()
 	lp.paths.remove(true, lp.srv[i])
 	lp.movedOff(t, c, i)
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(60 * time.Second): // hang guard
-		t.Fatal("the transfer did not end")
-	}
+	requireTransferred(t, done, 60*time.Second)
 	added := smcr.StatsOf(s.(*smcr.Conn)).LinksAdded
 	lp.paths.remove(false, lp.srv[i])
 	waitLinks(t, s, 2)
