@@ -99,7 +99,13 @@ type Config struct {
 
 	// AllowUIDs are users besides this process's whose processes may pair
 	// with it. By default only the same user's may: a peer can write into
-	// our rings and ring our doorbells.
+	// our rings and ring our doorbells. With AllowUIDs the rendezvous
+	// socket is made connectable by every user (mode 0777), and a peer is
+	// admitted by SO_PEERCRED. A process of another user cannot listen in
+	// this user's Dir (it is not its own): it opens its backend on the
+	// same Dir with NoListen and AllowUIDs naming this user, and dials;
+	// the directory must let it through (chmod 0711: searchable, still
+	// writable by its owner only).
 	AllowUIDs []uint32
 }
 

@@ -145,6 +145,8 @@ func TestChild(t *testing.T) {
 		require.NoError(t, be.Send([]backend.Outgoing{{Buf: make([]byte, 64), Dst: netip.MustParseAddrPort(parentAddr)}}))
 		eventually(t, "the dial ends", func() bool { return be.LinkTo(netip.MustParseAddrPort(parentAddr)) != shm.LinkConnecting })
 		fmt.Printf("LINK %s %d\n", be.LinkTo(netip.MustParseAddrPort(parentAddr)), be.Stats().RefusedPeers)
+	case "admitted":
+		childAdmitted(t, dir, in)
 	default:
 		childEcho(t, role, dir, in)
 	}

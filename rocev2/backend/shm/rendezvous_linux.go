@@ -59,6 +59,16 @@ func (b *Backend) listen() error {
 	if err != nil {
 		return fmt.Errorf("shm: open %v: listen: %w", b.local, err)
 	}
+	if len(b.cfg.AllowUIDs) > 0 {
+		// Connecting needs write permission on the socket: let every user
+		// connect, and admit by SO_PEERCRED (checkPeer), which is the
+		// check that counts. Before this, the socket had the umask's mode:
+		// more restrictive, never less.
+		if err := os.Chmod(path, 0o777); err != nil {
+			ln.Close()
+			return fmt.Errorf("shm: open %v: let the users of Config.AllowUIDs connect to %s: %w", b.local, path, err)
+		}
+	}
 	b.ln = ln
 	if !b.spawn(b.acceptLoop) {
 		ln.Close()

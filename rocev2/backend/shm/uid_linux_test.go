@@ -1,6 +1,10 @@
 package shm_test
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net/netip"
 	"os"
@@ -8,10 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/rocev2/backend"
 	"github.com/goroce/goroce/rocev2/backend/shm"
 )
@@ -91,4 +97,81 @@ func TestOtherUserRefused(t *testing.T) {
 		assert.EqualValues(t, 1, s.RefusedPeers, "%+v", s)
 		assert.Zero(t, s.Pairings)
 	})
+}
+
+// A process of a user named in Config.AllowUIDs pairs, as the field's
+// documentation says it is set up: the listener admits the other user and
+// its directory lets it through (0711); the other user's process opens on
+// the same directory with NoListen, admitting the listener's user, and
+// dials. Packets then go over the rings both ways, each side ringing the
+// other's doorbell the ordinary way (not raw: another user's).
+func TestOtherUserAdmitted(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run a child as another user")
+	}
+	bin := copyTestBinary(t)
+	asNobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	dir := runDir(t)
+	be := openShm(t, dir, parentAddr, shm.Config{AllowUIDs: []uint32{nobody}})
+	t.Cleanup(func() { be.Close() })
+	reachable(t, dir)
+	require.NoError(t, os.Chmod(dir, 0o711))
+
+	c := startChild(t, "admitted", dir, asNobody, bin)
+	assert.Equal(t, "LINK "+shm.LinkShm, c.line(t, "LINK "), "the child's link to us")
+
+	// The child's packet, over the rings.
+	want := make([]byte, 256)
+	fill(want, 1)
+	got := receiveOne(t, be)
+	assert.Equal(t, netip.MustParseAddrPort(childAddr), got.Src)
+	require.Len(t, got.Buf, len(want))
+	icrc := len(want) - rocev2.ICRCLen // Send seals the ICRC in its last bytes
+	assert.True(t, bytes.Equal(want[:icrc], got.Buf[:icrc]), "the child's packet, byte-exact")
+	assert.Equal(t, backend.ICRCOK, got.ICRC, "the ICRC the child sealed, verified")
+	assert.Equal(t, shm.LinkShm, be.LinkTo(netip.MustParseAddrPort(childAddr)), "our link to the child")
+
+	// Ours to it, on the same pairing.
+	out := make([]byte, 512)
+	fill(out, 2)
+	sum := crc32.ChecksumIEEE(out[:len(out)-rocev2.ICRCLen])
+	require.NoError(t, be.Send([]backend.Outgoing{{Buf: out, Dst: netip.MustParseAddrPort(childAddr)}}))
+	assert.Equal(t, fmt.Sprintf("GOT %d %d %v", len(out), sum, backend.ICRCOK), c.line(t, "GOT "))
+
+	s := be.Stats()
+	assert.EqualValues(t, 1, s.Pairings, "%+v", s)
+	assert.Zero(t, s.RefusedPeers, "%+v", s)
+}
+
+// childAdmitted is TestOtherUserAdmitted's other user: it dials the parent
+// with a packet, says which link it got, and reports the packet it
+// receives back.
+func childAdmitted(t *testing.T, dir string, in *bufio.Scanner) {
+	be := openShm(t, dir, childAddr, shm.Config{NoListen: true, AllowUIDs: []uint32{0}})
+	defer be.Close()
+	parent := netip.MustParseAddrPort(parentAddr)
+	p := make([]byte, 256)
+	fill(p, 1)
+	require.NoError(t, be.Send([]backend.Outgoing{{Buf: p, Dst: parent}}))
+	eventually(t, "the dial ends", func() bool { return be.LinkTo(parent) != shm.LinkConnecting })
+	fmt.Printf("LINK %s\n", be.LinkTo(parent))
+	d := receiveOne(t, be)
+	fmt.Printf("GOT %d %d %v\n", len(d.Buf), crc32.ChecksumIEEE(d.Buf[:max(len(d.Buf)-rocev2.ICRCLen, 0)]), d.ICRC)
+	for in.Scan() {
+	}
+}
+
+// receiveOne receives one packet and returns a copy of it; a watchdog
+// closes b should none come, so that the test fails rather than hangs.
+func receiveOne(t testing.TB, b *shm.Backend) backend.Incoming {
+	t.Helper()
+	watchdog := time.AfterFunc(hangGuard, func() { b.Close() })
+	defer watchdog.Stop()
+	rx := make([]backend.Incoming, 4)
+	n, err := b.Receive(rx)
+	require.NoError(t, err, "no packet came")
+	require.Equal(t, 1, n)
+	d := rx[0]
+	d.Buf = bytes.Clone(d.Buf)
+	return d
 }
